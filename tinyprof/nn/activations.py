@@ -1,0 +1,39 @@
+"""Elementwise activations: ReLU and GELU (tanh approximation, as in GPT-2)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .module import Module
+
+_GELU_C = float(np.sqrt(2.0 / np.pi))  # a Python float keeps float32 math float32
+
+
+class ReLU(Module):
+    """y = max(x, 0); dy/dx = 1 where x > 0 else 0."""
+
+    def forward(self, x: np.ndarray) -> np.ndarray:
+        self.check_input(x, "(any)", True)
+        self._mask = x > 0
+        return np.where(self._mask, x, 0).astype(x.dtype, copy=False)
+
+    def backward(self, grad: np.ndarray) -> np.ndarray:
+        return np.where(self._mask, grad, 0).astype(grad.dtype, copy=False)
+
+
+class GELU(Module):
+    """y = ½·x·(1 + tanh(c·(x + 0.044715·x³))), c = √(2/π).
+
+    dy/dx = ½·(1 + t) + ½·x·(1 − t²)·c·(1 + 3·0.044715·x²), with t the tanh above.
+    """
+
+    def forward(self, x: np.ndarray) -> np.ndarray:
+        self.check_input(x, "(any)", True)
+        self._x = x
+        self._t = np.tanh(_GELU_C * (x + 0.044715 * x**3))
+        return (0.5 * x * (1.0 + self._t)).astype(x.dtype, copy=False)
+
+    def backward(self, grad: np.ndarray) -> np.ndarray:
+        x, t = self._x, self._t
+        dtanh = (1.0 - t * t) * _GELU_C * (1.0 + 3 * 0.044715 * x * x)
+        return (grad * (0.5 * (1.0 + t) + 0.5 * x * dtanh)).astype(grad.dtype, copy=False)

@@ -1,0 +1,56 @@
+"""Containers and shape plumbing: Sequential, Residual, Flatten."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .module import Module
+
+
+class Sequential(Module):
+    """Layers applied in order; backward runs them in reverse (the chain rule)."""
+
+    def __init__(self, *layers: Module):
+        self.layers = list(layers)
+        self.set_names()
+
+    def forward(self, x: np.ndarray) -> np.ndarray:
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+    def backward(self, grad: np.ndarray) -> np.ndarray:
+        for layer in reversed(self.layers):
+            grad = layer.backward(grad)
+        return grad
+
+    def __len__(self) -> int:
+        return len(self.layers)
+
+    def __getitem__(self, index: int) -> Module:
+        return self.layers[index]
+
+
+class Residual(Module):
+    """y = x + f(x); dy/dx = 1 + f'(x), so backward adds the skip path's gradient."""
+
+    def __init__(self, fn: Module):
+        self.fn = fn
+
+    def forward(self, x: np.ndarray) -> np.ndarray:
+        return x + self.fn(x)
+
+    def backward(self, grad: np.ndarray) -> np.ndarray:
+        return grad + self.fn.backward(grad)
+
+
+class Flatten(Module):
+    """(N, d1, d2, ...) → (N, d1·d2·...); backward reshapes the gradient back."""
+
+    def forward(self, x: np.ndarray) -> np.ndarray:
+        self.check_input(x, "(N, ...)", isinstance(x, np.ndarray) and x.ndim >= 1)
+        self._shape = x.shape
+        return x.reshape(x.shape[0], -1)
+
+    def backward(self, grad: np.ndarray) -> np.ndarray:
+        return grad.reshape(self._shape)

@@ -1,0 +1,41 @@
+"""Embedding lookup: row ``i`` of the table for token id ``i``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .module import Module, new_parameter
+
+
+class Embedding(Module):
+    """y[..., :] = W[ids[...], :], W of shape (num_embeddings, embedding_dim).
+
+    No multiplies: backward scatters dy back into the rows that were read (dW[id] += dy).
+    Token ids have no gradient, so backward returns None.
+    """
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, *,
+                 dtype=np.float32, shape_only: bool = False, rng=None, std: float = 0.02):
+        self.num_embeddings, self.embedding_dim = int(num_embeddings), int(embedding_dim)
+        self.weight = new_parameter((num_embeddings, embedding_dim), dtype, shape_only, rng,
+                                    scale=std * np.sqrt(3.0))
+
+    def forward(self, ids: np.ndarray) -> np.ndarray:
+        self.check_runnable()
+        ids = np.asarray(ids)
+        self.check_input(ids, "integer token ids", np.issubdtype(ids.dtype, np.integer))
+        if ids.size and (ids.min() < 0 or ids.max() >= self.num_embeddings):
+            raise IndexError(
+                f"{self.describe()} has {self.num_embeddings} rows; got token ids from "
+                f"{ids.min()} to {ids.max()}")
+        self._ids = ids
+        return self.weight.data[ids]
+
+    def backward(self, grad: np.ndarray) -> None:
+        dweight = np.zeros(self.weight.shape, dtype=self.weight.dtype)
+        np.add.at(dweight, self._ids.reshape(-1), grad.reshape(-1, self.embedding_dim))
+        self.weight.accumulate_grad(dweight)
+        return None
+
+    def extra_repr(self) -> str:
+        return f"{self.num_embeddings}, {self.embedding_dim}"

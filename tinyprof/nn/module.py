@@ -1,0 +1,219 @@
+"""Parameters and the Module base class: the one walk over a model that everything else uses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+
+
+class ShapeError(ValueError):
+    """An input whose shape a layer cannot accept; the message names the layer and both shapes."""
+
+
+class ShapeOnlyError(RuntimeError):
+    """Raised when a model built with ``shape_only=True`` is asked to compute."""
+
+
+@dataclass(frozen=True)
+class ShapeOnly:
+    """Stands in for a weight array of a ``shape_only=True`` model: shape and dtype, no storage."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * np.dtype(self.dtype).itemsize
+
+
+class Parameter:
+    """A trainable array (``.data``) and the gradient the last backward left for it (``.grad``)."""
+
+    def __init__(self, data: np.ndarray | ShapeOnly):
+        self.data = data
+        self.grad: np.ndarray | None = None
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.data.shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(self.data.dtype)
+
+    @property
+    def size(self) -> int:
+        """Number of scalars: the product of the shape."""
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        """size × bytes per element of the dtype."""
+        return self.size * self.dtype.itemsize
+
+    @property
+    def shape_only(self) -> bool:
+        return isinstance(self.data, ShapeOnly)
+
+    def accumulate_grad(self, grad: np.ndarray) -> None:
+        """Add ``grad`` to ``.grad`` (gradients of a parameter used twice add up)."""
+        grad = grad.astype(self.dtype, copy=False)
+        if self.grad is None:
+            self.grad = grad
+        else:
+            self.grad += grad
+
+    def __repr__(self) -> str:
+        kind = "shape-only " if self.shape_only else ""
+        return f"Parameter({kind}shape={self.shape}, dtype={self.dtype})"
+
+
+def new_parameter(
+    shape: tuple[int, ...],
+    dtype: np.dtype | type,
+    shape_only: bool,
+    rng: np.random.Generator | None,
+    scale: float = 0.0,
+    fill: float = 0.0,
+) -> Parameter:
+    """A parameter drawn from U(-scale, scale) (or filled with ``fill`` when scale is 0)."""
+    dtype = np.dtype(dtype)
+    if shape_only:
+        return Parameter(ShapeOnly(tuple(shape), dtype))
+    if scale:
+        rng = rng if rng is not None else np.random.default_rng(0)
+        data = rng.uniform(-scale, scale, size=shape).astype(dtype)
+    else:
+        data = np.full(shape, fill, dtype=dtype)
+    return Parameter(data)
+
+
+class Module:
+    """Base class of every layer and model.
+
+    Subclasses implement ``forward(x)`` and ``backward(grad)``; ``backward`` returns the gradient
+    with respect to the input and adds the parameters' gradients into their ``.grad``. Parameters
+    and sub-modules are found by walking the instance's attributes (lists of modules included).
+    """
+
+    name: str = ""
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        return self.forward(x)
+
+    def forward(self, x: np.ndarray) -> np.ndarray:
+        raise NotImplementedError(f"{type(self).__name__} has no forward")
+
+    def backward(self, grad: np.ndarray) -> np.ndarray:
+        raise NotImplementedError(f"{type(self).__name__} has no backward")
+
+    # -- walking the model -------------------------------------------------------------------
+    def children(self) -> Iterator[tuple[str, "Module"]]:
+        """Direct sub-modules with their attribute names (list items as ``name.i``)."""
+        for key, value in vars(self).items():
+            if key.startswith("_"):
+                continue
+            if isinstance(value, Module):
+                yield key, value
+            elif isinstance(value, (list, tuple)):
+                for i, item in enumerate(value):
+                    if isinstance(item, Module):
+                        yield f"{key}.{i}", item
+
+    def own_parameters(self) -> Iterator[tuple[str, Parameter]]:
+        """Parameters held directly by this module (not by its children)."""
+        for key, value in vars(self).items():
+            if isinstance(value, Parameter) and not key.startswith("_"):
+                yield key, value
+
+    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, "Module"]]:
+        """This module and every descendant, depth first, with dotted names."""
+        yield prefix, self
+        for key, child in self.children():
+            yield from child.named_modules(f"{prefix}.{key}" if prefix else key)
+
+    def named_parameters(self) -> Iterator[tuple[str, Parameter]]:
+        """Every parameter once (a tied parameter under the first name it is found at)."""
+        seen: set[int] = set()
+        for module_name, module in self.named_modules():
+            for key, param in module.own_parameters():
+                if id(param) not in seen:
+                    seen.add(id(param))
+                    yield (f"{module_name}.{key}" if module_name else key), param
+
+    def parameters(self) -> Iterator[Parameter]:
+        """Every parameter once; the walk that counting, optimizers and memory all use."""
+        for _, param in self.named_parameters():
+            yield param
+
+    def zero_grad(self) -> None:
+        """Forget the gradients of the last backward (sets ``.grad`` to None)."""
+        for param in self.parameters():
+            param.grad = None
+
+    def set_names(self) -> "Module":
+        """Give every sub-module its dotted path as ``.name`` (used in error messages)."""
+        for path, module in self.named_modules():
+            module.name = path
+        return self
+
+    # -- helpers for subclasses ---------------------------------------------------------------
+    @property
+    def dtype(self) -> np.dtype:
+        """The dtype of the model's parameters (float32 when it has none)."""
+        for param in self.parameters():
+            return param.dtype
+        return np.dtype(np.float32)
+
+    @property
+    def shape_only(self) -> bool:
+        return any(param.shape_only for param in self.parameters())
+
+    def describe(self) -> str:
+        """``Type 'path'`` for error messages."""
+        where = f" '{self.name}'" if self.name else ""
+        return f"{type(self).__name__}{where}"
+
+    def check_runnable(self) -> None:
+        if self.shape_only:
+            raise ShapeOnlyError(
+                f"{self.describe()} was built with shape_only=True: it has parameter shapes but "
+                "no weights, so it can be counted but not run. Build it without shape_only to run it."
+            )
+
+    def check_input(self, x: np.ndarray, expected: str, ok: bool) -> None:
+        """Raise a ShapeError naming this layer, the expected and the received shape."""
+        if not isinstance(x, np.ndarray):
+            raise TypeError(f"{self.describe()} expects a numpy array, got {type(x).__name__}")
+        if not ok:
+            raise ShapeError(
+                f"{self.describe()} expected input of shape {expected}, got {tuple(x.shape)}"
+            )
+
+    def extra_repr(self) -> str:
+        return ""
+
+    def __repr__(self) -> str:
+        lines = [f"{type(self).__name__}({self.extra_repr()}"]
+        kids = list(self.children())
+        if not kids:
+            return lines[0] + ")"
+        for key, child in kids:
+            body = repr(child).replace("\n", "\n  ")
+            lines.append(f"  ({key}): {body}")
+        return "\n".join(lines) + "\n)"
+
+
+def as_float(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``x`` in the layer's dtype (no copy when it already is)."""
+    return np.asarray(x).astype(dtype, copy=False)

@@ -1,0 +1,94 @@
+"""Optimizers with real state arrays, so their memory can be measured, not assumed.
+
+SGD keeps no state; SGD with momentum keeps one velocity per parameter (1× the parameters);
+Adam keeps first and second moments (2× the parameters).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+
+from .nn.module import Parameter
+
+
+class Optimizer:
+    """Holds the parameters and their per-parameter state arrays."""
+
+    def __init__(self, params: Iterable[Parameter], lr: float):
+        self.params = list(params)
+        if not self.params:
+            raise ValueError(f"{type(self).__name__} got no parameters to optimize")
+        if lr <= 0:
+            raise ValueError(f"{type(self).__name__}: learning rate must be positive, got {lr}")
+        self.lr = lr
+        self.state: dict[int, dict[str, np.ndarray]] = {}
+
+    def zero_grad(self) -> None:
+        for param in self.params:
+            param.grad = None
+
+    def state_arrays(self) -> list[np.ndarray]:
+        """Every state array the optimizer holds."""
+        return [array for slots in self.state.values() for array in slots.values()]
+
+    def state_bytes(self) -> int:
+        """Bytes held in optimizer state (0 before the first step)."""
+        return sum(array.nbytes for array in self.state_arrays())
+
+    def _slots(self, param: Parameter, names: tuple[str, ...]) -> dict[str, np.ndarray]:
+        if id(param) not in self.state:
+            self.state[id(param)] = {name: np.zeros_like(param.data) for name in names}
+        return self.state[id(param)]
+
+    def step(self) -> None:
+        for param in self.params:
+            if param.grad is not None:
+                self._update(param)
+
+    def _update(self, param: Parameter) -> None:
+        raise NotImplementedError
+
+
+class SGD(Optimizer):
+    """w ← w − lr·g; with momentum μ: v ← μ·v + g, w ← w − lr·v (state: v, 1× params)."""
+
+    def __init__(self, params: Iterable[Parameter], lr: float = 0.01, momentum: float = 0.0):
+        super().__init__(params, lr)
+        self.momentum = momentum
+
+    def _update(self, param: Parameter) -> None:
+        if self.momentum:
+            velocity = self._slots(param, ("velocity",))["velocity"]
+            velocity *= self.momentum
+            velocity += param.grad
+            param.data -= self.lr * velocity
+        else:
+            param.data -= self.lr * param.grad
+
+
+class Adam(Optimizer):
+    """m ← β₁m + (1−β₁)g; v ← β₂v + (1−β₂)g²; w ← w − lr·m̂/(√v̂ + ε) (state: m, v, 2× params)."""
+
+    def __init__(self, params: Iterable[Parameter], lr: float = 1e-3, betas=(0.9, 0.999),
+                 eps: float = 1e-8):
+        super().__init__(params, lr)
+        self.beta1, self.beta2 = betas
+        self.eps = eps
+        self.t = 0
+
+    def step(self) -> None:
+        self.t += 1
+        super().step()
+
+    def _update(self, param: Parameter) -> None:
+        slots = self._slots(param, ("m", "v"))
+        m, v, g = slots["m"], slots["v"], param.grad
+        m *= self.beta1
+        m += (1 - self.beta1) * g
+        v *= self.beta2
+        v += (1 - self.beta2) * g * g
+        m_hat_scale = 1.0 / (1 - self.beta1 ** self.t)
+        v_hat_scale = 1.0 / (1 - self.beta2 ** self.t)
+        param.data -= self.lr * (m * m_hat_scale) / (np.sqrt(v * v_hat_scale) + self.eps)

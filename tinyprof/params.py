@@ -1,0 +1,57 @@
+"""Parameter counting: how many numbers a model stores, where, and how many bytes they take."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .nn.module import Module
+from .table import Table
+from .units import format_bytes
+
+
+def count_parameters(model: Module) -> int:
+    """Σ size over ``model.parameters()``: each array once, so tied weights count once.
+
+    Works on ``shape_only=True`` models (it reads shapes, never data).
+    """
+    if not hasattr(model, "parameters"):
+        raise TypeError(f"count_parameters needs a model with .parameters(), got "
+                        f"{type(model).__name__}")
+    return sum(param.size for param in model.parameters())
+
+
+def parameter_bytes(model: Module, dtype=None) -> int:
+    """Bytes the parameters take: Σ size × itemsize, in the model's own dtypes or in ``dtype``."""
+    if dtype is None:
+        return sum(param.nbytes for param in model.parameters())
+    return count_parameters(model) * np.dtype(dtype).itemsize
+
+
+def parameter_table(model: Module, dtype=None) -> Table:
+    """One row per layer that owns parameters: name, type, shapes, parameters, bytes.
+
+    A parameter shared with an earlier layer (a tied weight) is listed as ``tied`` and counted
+    only where it first appears, so the total equals :func:`count_parameters`.
+    """
+    seen: dict[int, str] = {}
+    rows = []
+    for name, module in model.named_modules():
+        own = list(module.own_parameters())
+        if not own:
+            continue
+        shapes, count, nbytes = [], 0, 0
+        for key, param in own:
+            if id(param) in seen:
+                shapes.append(f"{key} tied to {seen[id(param)]}")
+                continue
+            seen[id(param)] = f"{name}.{key}" if name else key
+            shapes.append(f"{key} {param.shape}")
+            count += param.size
+            nbytes += param.size * np.dtype(dtype or param.dtype).itemsize
+        rows.append([name or "(model)", type(module).__name__, ", ".join(shapes), count, nbytes])
+    total = sum(row[3] for row in rows)
+    total_bytes = sum(row[4] for row in rows)
+    return Table(["name", "type", "shape", "parameters", "bytes"], rows,
+                 title=f"{type(model).__name__}: {total:,} parameters, {format_bytes(total_bytes)}",
+                 formats={"bytes": format_bytes},
+                 footer=["total", "", "", total, total_bytes])

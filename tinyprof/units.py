@@ -1,0 +1,44 @@
+"""Friendly units for bytes, seconds and counts (used by every printed report)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+BYTE_UNITS = (("GB", 1e9), ("MB", 1e6), ("KB", 1e3))
+TIME_UNITS = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
+
+
+def bytes_per_element(dtype) -> int:
+    """Bytes one element of ``dtype`` takes: float64 8, float32 4, float16 2, int8 1."""
+    return np.dtype(dtype).itemsize
+
+
+def format_bytes(n: float) -> str:
+    """Decimal units, as model sizes are quoted: 497,759,232 → '497.8 MB'."""
+    sign = "-" if n < 0 else ""
+    n = abs(float(n))
+    for unit, scale in BYTE_UNITS:
+        if n >= scale:
+            return f"{sign}{n / scale:.1f} {unit}"
+    return f"{sign}{n:.0f} B"
+
+
+def format_seconds(t: float) -> str:
+    """The largest unit that keeps the number ≥ 1: 0.00123 → '1.23 ms'."""
+    for unit, scale in TIME_UNITS:
+        if abs(t) >= scale:
+            return f"{t / scale:.3g} {unit}"
+    return f"{t / 1e-9:.3g} ns"
+
+
+def format_count(n: float) -> str:
+    """Thousands separators for exact counts: 124439808 → '124,439,808'."""
+    return f"{int(n):,}"
+
+
+def format_si(n: float, unit: str = "") -> str:
+    """Short SI form for large quantities: 2.9e11 FLOPs → '291.6 G'."""
+    for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.1f} {prefix}{unit}"
+    return f"{n:g} {unit}".strip()
