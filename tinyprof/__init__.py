@@ -1,10 +1,39 @@
 """tinyprof: measure where the parameters, FLOPs, memory and time of a numpy model go."""
 
-from . import models, nn, ops, optim
-from .params import count_parameters, parameter_bytes, parameter_table
+from . import flops, models, nn, ops, optim
+from .amdahl import amdahl_limit, amdahl_speedup, required_factor
+from .flops import (
+    arithmetic_intensity,
+    count_flops,
+    flop_report,
+    flops_by_layer,
+    gflops_per_second,
+    measure_matmul_flops,
+    register_container,
+    register_flops,
+)
+from .params import count_parameters, parameter_bytes, parameter_groups, parameter_table
 from .table import Table
+from .units import bytes_per_element, format_bytes, format_count, format_seconds
 
 __version__ = "0.1.0"
 
-__all__ = ["Table", "count_parameters", "models", "nn", "ops", "optim", "parameter_bytes",
-           "parameter_table"]
+_LAZY_SUBMODULES = ("plots", "widgets")
+
+
+def __getattr__(name: str):
+    """Import the plotting and widget modules on first use (they pull in matplotlib/IPython)."""
+    if name in _LAZY_SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'tinyprof' has no attribute {name!r}")
+
+
+__all__ = [
+    "Table", "amdahl_limit", "amdahl_speedup", "arithmetic_intensity", "bytes_per_element",
+    "count_flops", "count_parameters", "flop_report", "flops", "flops_by_layer", "format_bytes",
+    "format_count", "format_seconds", "gflops_per_second", "measure_matmul_flops", "models", "nn",
+    "ops", "optim", "parameter_bytes", "parameter_groups", "parameter_table", "register_container",
+    "register_flops", "required_factor",
+]

@@ -11,8 +11,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .nn import (GELU, Conv2d, Embedding, Flatten, LayerNorm, Linear, Module, ReLU, Sequential,
-                 TiedLMHead, TransformerBlock)
+from .nn import (
+    GELU,
+    Conv2d,
+    Embedding,
+    Flatten,
+    LayerNorm,
+    Linear,
+    Module,
+    ReLU,
+    Sequential,
+    TiedLMHead,
+    TransformerBlock,
+)
 from .nn.module import ShapeError
 
 _ACTIVATIONS = {"relu": ReLU, "gelu": GELU}
@@ -27,7 +38,8 @@ def mlp(sizes=(784, 256, 128, 10), activation: str = "relu", *, dtype=np.float32
     if len(sizes) < 2:
         raise ValueError(f"mlp needs at least an input and an output size, got {sizes}")
     if activation not in _ACTIVATIONS:
-        raise ValueError(f"mlp: unknown activation {activation!r}; choose from {sorted(_ACTIVATIONS)}")
+        raise ValueError(f"mlp: unknown activation {activation!r}; "
+                         f"choose from {sorted(_ACTIVATIONS)}")
     rng = np.random.default_rng(seed)
     layers: list[Module] = []
     for i, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:])):
@@ -139,3 +151,15 @@ def gpt2(size: str | None = None, *, vocab_size: int | None = None, n_ctx: int |
         raise ShapeError(f"gpt2: d_model ({config.d_model}) must be divisible by n_head "
                          f"({config.n_head})")
     return GPT(config, dtype=dtype, shape_only=shape_only, seed=seed)
+
+
+def gpt_part(parameter_name: str) -> str:
+    """Which part of a GPT a parameter belongs to, from its dotted name: embeddings,
+    attention, MLP or LayerNorm (for :func:`tinyprof.params.parameter_groups`)."""
+    if parameter_name.startswith(("wte", "wpe")):
+        return "embeddings"
+    if ".attn." in parameter_name:
+        return "attention"
+    if ".mlp." in parameter_name:
+        return "MLP"
+    return "LayerNorm"

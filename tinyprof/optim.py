@@ -20,7 +20,7 @@ class Optimizer:
         self.params = list(params)
         if not self.params:
             raise ValueError(f"{type(self).__name__} got no parameters to optimize")
-        if lr <= 0:
+        if not lr > 0:   # also refuses NaN
             raise ValueError(f"{type(self).__name__}: learning rate must be positive, got {lr}")
         self.lr = lr
         self.state: dict[int, dict[str, np.ndarray]] = {}
@@ -56,6 +56,8 @@ class SGD(Optimizer):
 
     def __init__(self, params: Iterable[Parameter], lr: float = 0.01, momentum: float = 0.0):
         super().__init__(params, lr)
+        if not momentum >= 0:
+            raise ValueError(f"SGD: momentum must be ≥ 0, got {momentum}")
         self.momentum = momentum
 
     def _update(self, param: Parameter) -> None:
@@ -75,6 +77,10 @@ class Adam(Optimizer):
                  eps: float = 1e-8):
         super().__init__(params, lr)
         self.beta1, self.beta2 = betas
+        if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
+            raise ValueError(f"Adam: betas must lie in [0, 1), got {tuple(betas)}")
+        if not eps >= 0:
+            raise ValueError(f"Adam: eps must be ≥ 0, got {eps}")
         self.eps = eps
         self.t = 0
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from .nn.module import Module
@@ -55,3 +57,22 @@ def parameter_table(model: Module, dtype=None) -> Table:
                  title=f"{type(model).__name__}: {total:,} parameters, {format_bytes(total_bytes)}",
                  formats={"bytes": format_bytes},
                  footer=["total", "", "", total, total_bytes])
+
+
+def parameter_groups(model: Module, key: Callable[[str], str]) -> Table:
+    """Parameters summed per group, where ``key(parameter_name)`` names the group.
+
+    Rows: group, parameters, share of the total, bytes; largest group first.
+    """
+    counts: dict[str, int] = {}
+    nbytes: dict[str, int] = {}
+    for name, param in model.named_parameters():
+        group = key(name)
+        counts[group] = counts.get(group, 0) + param.size
+        nbytes[group] = nbytes.get(group, 0) + param.nbytes
+    total = sum(counts.values()) or 1
+    rows = [[g, counts[g], counts[g] / total, nbytes[g]]
+            for g in sorted(counts, key=counts.get, reverse=True)]
+    return Table(["group", "parameters", "share", "bytes"], rows,
+                 formats={"share": lambda v: f"{v:.1%}", "bytes": format_bytes},
+                 footer=["total", sum(counts.values()), 1.0, sum(nbytes.values())])

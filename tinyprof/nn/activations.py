@@ -18,7 +18,8 @@ class ReLU(Module):
         return np.where(self._mask, x, 0).astype(x.dtype, copy=False)
 
     def backward(self, grad: np.ndarray) -> np.ndarray:
-        return np.where(self._mask, grad, 0).astype(grad.dtype, copy=False)
+        (mask,) = self.pop_saved("_mask")
+        return np.where(mask, grad, 0).astype(grad.dtype, copy=False)
 
 
 class GELU(Module):
@@ -34,6 +35,6 @@ class GELU(Module):
         return (0.5 * x * (1.0 + self._t)).astype(x.dtype, copy=False)
 
     def backward(self, grad: np.ndarray) -> np.ndarray:
-        x, t = self._x, self._t
+        x, t = self.pop_saved("_x", "_t")
         dtanh = (1.0 - t * t) * _GELU_C * (1.0 + 3 * 0.044715 * x * x)
         return (grad * (0.5 * (1.0 + t) + 0.5 * x * dtanh)).astype(grad.dtype, copy=False)

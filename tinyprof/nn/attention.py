@@ -61,7 +61,7 @@ class MultiHeadAttention(Module):
         return self.out_proj(self._merge(ops.matmul(attn, v)))
 
     def backward(self, grad: np.ndarray) -> np.ndarray:
-        q, k, v, attn, scale = self._q, self._k, self._v, self._attn, self._scale
+        q, k, v, attn, scale = self.pop_saved("_q", "_k", "_v", "_attn", "_scale")
         dctx = self._split(self.out_proj.backward(grad))
         dattn = ops.matmul(dctx, v.transpose(0, 1, 3, 2))
         dv = ops.matmul(attn.transpose(0, 1, 3, 2), dctx)

@@ -72,7 +72,9 @@ class Conv2d(Module):
         g = self.groups
         grad_cols = grad.reshape(n, g, self.out_channels // g, ho * wo)
         weight = self.weight.data.reshape(g, self.out_channels // g, -1)
-        dweight = ops.matmul(grad_cols, self._cols.transpose(0, 1, 3, 2)).sum(axis=0)
+        (cols,) = self.pop_saved("_cols")
+        dweight = ops.matmul(grad_cols, cols.transpose(0, 1, 3, 2)).sum(axis=0)
+        del cols
         self.weight.accumulate_grad(dweight.reshape(self.weight.shape))
         if self.bias is not None:
             self.bias.accumulate_grad(grad.sum(axis=(0, 2, 3)))

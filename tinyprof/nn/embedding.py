@@ -33,7 +33,8 @@ class Embedding(Module):
 
     def backward(self, grad: np.ndarray) -> None:
         dweight = np.zeros(self.weight.shape, dtype=self.weight.dtype)
-        np.add.at(dweight, self._ids.reshape(-1), grad.reshape(-1, self.embedding_dim))
+        (ids,) = self.pop_saved("_ids")
+        np.add.at(dweight, ids.reshape(-1), grad.reshape(-1, self.embedding_dim))
         self.weight.accumulate_grad(dweight)
         return None
 

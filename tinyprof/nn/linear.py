@@ -26,8 +26,8 @@ class Linear(Module):
 
     def forward(self, x: np.ndarray) -> np.ndarray:
         self.check_runnable()
-        self.check_input(x, f"(..., {self.in_features})",
-                         isinstance(x, np.ndarray) and x.ndim >= 1 and x.shape[-1] == self.in_features)
+        ok = isinstance(x, np.ndarray) and x.ndim >= 1 and x.shape[-1] == self.in_features
+        self.check_input(x, f"(..., {self.in_features})", ok)
         x = as_float(x, self.weight.dtype)
         self._x = x
         y = ops.matmul(x, self.weight.data)
@@ -36,7 +36,7 @@ class Linear(Module):
         return y
 
     def backward(self, grad: np.ndarray) -> np.ndarray:
-        x = self._x
+        (x,) = self.pop_saved("_x")
         x2 = x.reshape(-1, self.in_features)
         g2 = grad.reshape(-1, self.out_features)
         self.weight.accumulate_grad(ops.matmul(x2.T, g2))

@@ -188,8 +188,25 @@ class Module:
         if self.shape_only:
             raise ShapeOnlyError(
                 f"{self.describe()} was built with shape_only=True: it has parameter shapes but "
-                "no weights, so it can be counted but not run. Build it without shape_only to run it."
+                "no weights, so it can be counted but not run. Build it without shape_only to run "
+                "it."
             )
+
+    def pop_saved(self, *names: str) -> tuple:
+        """Hand ``backward`` the arrays ``forward`` saved under ``names`` and forget them.
+
+        Like PyTorch, a backward frees what its forward saved, so after a training step only
+        parameters, gradients and optimizer state stay allocated. A second backward needs a new
+        forward first.
+        """
+        values = tuple(getattr(self, name, None) for name in names)
+        if any(value is None for value in values):
+            raise RuntimeError(
+                f"{self.describe()}.backward needs a forward first: backward frees the "
+                "activations forward saved, so run forward again before another backward")
+        for name in names:
+            setattr(self, name, None)
+        return values
 
     def check_input(self, x: np.ndarray, expected: str, ok: bool) -> None:
         """Raise a ShapeError naming this layer, the expected and the received shape."""

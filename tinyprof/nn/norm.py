@@ -34,7 +34,7 @@ class LayerNorm(Module):
 
     def backward(self, grad: np.ndarray) -> np.ndarray:
         d = self.normalized_shape
-        xhat, rstd = self._xhat, self._rstd
+        xhat, rstd = self.pop_saved("_xhat", "_rstd")
         lead = tuple(range(grad.ndim - 1))
         self.weight.accumulate_grad((grad * xhat).sum(axis=lead))
         self.bias.accumulate_grad(grad.sum(axis=lead))

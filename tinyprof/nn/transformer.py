@@ -10,7 +10,7 @@ from .activations import GELU
 from .attention import MultiHeadAttention
 from .containers import Sequential
 from .linear import Linear
-from .module import Module, Parameter
+from .module import Module, Parameter, as_float
 from .norm import LayerNorm
 
 
@@ -30,6 +30,7 @@ class TransformerBlock(Module):
                               Linear(mlp_ratio * d_model, d_model, **make))
 
     def forward(self, x: np.ndarray) -> np.ndarray:
+        x = as_float(x, self.ln_1.weight.dtype)   # the residual stream stays in the block's dtype
         x = x + self.attn(self.ln_1(x))
         return x + self.mlp(self.ln_2(x))
 
@@ -57,5 +58,6 @@ class TiedLMHead(Module):
     def backward(self, grad: np.ndarray) -> np.ndarray:
         d = self.weight.shape[1]
         g2 = grad.reshape(-1, grad.shape[-1])
-        self.weight.accumulate_grad(ops.matmul(g2.T, self._h.reshape(-1, d)))
+        (h,) = self.pop_saved("_h")
+        self.weight.accumulate_grad(ops.matmul(g2.T, h.reshape(-1, d)))
         return ops.matmul(grad, self.weight.data)

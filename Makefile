@@ -1,0 +1,33 @@
+# tinyprof: `make book` builds the course site, `make test` runs every test.
+# Needs only python3 (3.10+), git and make; everything else goes into .venv.
+
+VENV   := .venv
+PYTHON := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+# nbgrader shells out to tools in the venv (alembic), and Jupyter finds its kernel there.
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+
+.PHONY: setup book test release lint clean
+
+setup: $(STAMP)
+
+$(STAMP): requirements.txt pyproject.toml
+	python3 -m venv $(VENV)
+	$(PYTHON) -m pip install --quiet --upgrade pip
+	$(PYTHON) -m pip install --quiet -r requirements.txt
+	touch $(STAMP)
+
+book: setup
+	$(VENV)/bin/jupyter-book build . --builder html
+
+test: setup
+	$(PYTHON) -m pytest
+
+release: setup
+	$(PYTHON) -m autograder release
+
+lint: setup
+	$(VENV)/bin/ruff check tinyprof autograder tests benchmarks
+
+clean:
+	rm -rf _build .pytest_cache

@@ -1,0 +1,1 @@
+"""Instructor tooling for the tinyprof course: release student notebooks, grade submissions."""

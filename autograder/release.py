@@ -1,0 +1,74 @@
+"""``python -m autograder release``: regenerate notebooks/ from solutions/ with nbgrader.
+
+The result is byte-for-byte reproducible. A throwaway gradebook is used, so nothing is written
+outside notebooks/. Afterwards every student notebook is checked for solution code and hidden
+tests; the release is refused, naming the cell, if any leaked through.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from pathlib import Path
+
+from . import course
+
+MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS",
+           "BEGIN MARK SCHEME", "END MARK SCHEME")
+
+
+class LeakError(RuntimeError):
+    """A student notebook would contain solution text or hidden tests."""
+
+
+def release(assignment_ids: list[str] | None = None, release_dir: Path | None = None) -> list[Path]:
+    """Generate the student notebooks of ``assignment_ids`` (default: all) into ``release_dir``
+    (default: notebooks/) and return their paths."""
+    ids = assignment_ids or course.assignments()
+    target = Path(release_dir) if release_dir else course.NOTEBOOKS
+    with tempfile.TemporaryDirectory(prefix="tinyprof-release-") as scratch:
+        config = course.load_config(
+            release_directory=str(target.resolve()),
+            db_url=f"sqlite:///{scratch}/gradebook.db",
+        )
+        nbgrader = course.api(config)
+        for aid in ids:
+            result = nbgrader.generate_assignment(aid, force=True, create=True)
+            if not result["success"]:
+                raise RuntimeError(f"nbgrader could not generate {aid}:\n{result['error']}"
+                                   f"\n{result['log']}")
+    written = sorted(p for aid in ids for p in (target / aid).glob("*.ipynb"))
+    for path in written:
+        check_no_leaks(path, course.SOLUTIONS / path.parent.name / path.name)
+    return written
+
+
+def solution_lines(source_notebook: Path) -> set[str]:
+    """Distinctive lines from the solution and hidden-test regions of an instructor notebook."""
+    lines: set[str] = set()
+    for cell in json.loads(source_notebook.read_text())["cells"]:
+        inside = False
+        for line in "".join(cell["source"]).splitlines():
+            if re.search(r"BEGIN (SOLUTION|HIDDEN TESTS)", line):
+                inside = True
+            elif re.search(r"END (SOLUTION|HIDDEN TESTS)", line):
+                inside = False
+            elif inside and len(line.strip()) >= 25:
+                lines.add(line.strip())
+    return lines
+
+
+def check_no_leaks(student_notebook: Path, source_notebook: Path | None = None) -> None:
+    """Raise LeakError naming the cell if a marker or a solution line is in the student copy."""
+    secret = set()
+    if source_notebook is not None and source_notebook.exists():
+        secret = solution_lines(source_notebook)
+    for index, cell in enumerate(json.loads(student_notebook.read_text())["cells"]):
+        text = "".join(cell["source"])
+        cell_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", cell.get("id"))
+        found = [m for m in MARKERS if m in text]
+        found += [line for line in text.splitlines() if line.strip() in secret]
+        if found:
+            raise LeakError(f"{student_notebook}: cell {index} ({cell_id}) would show students "
+                            f"{found[0]!r}; fix the markers in solutions/ and release again")

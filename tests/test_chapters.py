@@ -1,0 +1,88 @@
+"""Every chapter: the instructor notebook passes its own tests under nbgrader, the generated
+student notebook fails them, matches a fresh release byte for byte, and leaks nothing.
+
+(That the instructor notebooks execute top to bottom is checked by nbval: pytest collects
+solutions/ with --nbval-lax, see pyproject.toml.)
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from chapters import chapter_id, solution_notebooks, student_notebook
+
+from autograder import course
+from autograder.release import LeakError, check_no_leaks, release
+
+CHAPTERS = solution_notebooks()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def nbgrader_tools_on_path():
+    course.ensure_tools_on_path()
+
+
+def test_there_are_chapters():
+    assert [chapter_id(p) for p in CHAPTERS][:1] == ["01_parameters"]
+
+
+@pytest.mark.parametrize("solution", CHAPTERS, ids=chapter_id)
+def test_solution_passes_nbgrader_validation(solution):
+    from nbgrader.validator import Validator
+
+    result = Validator().validate(str(solution))
+    assert result == {}, f"{solution.name}: nbgrader validation failed: {json.dumps(result)[:2000]}"
+
+
+@pytest.mark.parametrize("solution", CHAPTERS, ids=chapter_id)
+def test_student_version_fails_its_tests(solution):
+    from nbgrader.validator import Validator
+
+    result = Validator(invert=True).validate(str(student_notebook(solution)))
+    assert result == {}, (f"{solution.name}: these test cells pass without any student code: "
+                          f"{json.dumps(result)[:2000]}")
+
+
+@pytest.mark.parametrize("solution", CHAPTERS, ids=chapter_id)
+def test_solution_has_graded_parts_of_every_kind(solution):
+    cells = json.loads(solution.read_text())["cells"]
+    meta = [c["metadata"].get("nbgrader", {}) for c in cells]
+    tests = [c for c, m in zip(cells, meta) if m.get("grade") and not m.get("solution")]
+    exercises = [m for m in meta if m.get("solution") and not m.get("grade")]
+    reflections = [c for c, m in zip(cells, meta)
+                   if m.get("grade") and m.get("solution") and c["cell_type"] == "markdown"]
+    assert len(exercises) >= 3 and len(tests) >= 3 and reflections
+    for cell in tests:
+        source = "".join(cell["source"])
+        assert "BEGIN HIDDEN TESTS" in source, f"{cell['id']} has no hidden tests"
+        assert "hints=" in source or "otherwise=" in source, f"{cell['id']} names no mistakes"
+    assert not any(c.get("outputs") for c in cells if c["cell_type"] == "code"), \
+        "commit instructor notebooks with their outputs cleared"
+
+
+def test_release_reproduces_notebooks_byte_for_byte(tmp_path):
+    written = release(release_dir=tmp_path)
+    assert written, "release produced no notebooks"
+    for path in written:
+        committed = student_notebook(course.SOLUTIONS / path.parent.name / path.name)
+        assert committed.exists(), f"{committed} is missing: run `python -m autograder release`"
+        assert path.read_bytes() == committed.read_bytes(), (
+            f"{committed} differs from a fresh release: run `python -m autograder release` "
+            "and commit the result (never edit notebooks/ by hand)")
+    assert sorted(p.relative_to(tmp_path) for p in written) == sorted(
+        p.relative_to(course.NOTEBOOKS) for p in course.NOTEBOOKS.glob("*/*.ipynb"))
+
+
+@pytest.mark.parametrize("solution", CHAPTERS, ids=chapter_id)
+def test_student_notebook_has_no_solution_or_hidden_test(solution):
+    check_no_leaks(student_notebook(solution), solution)
+
+
+def test_leak_check_names_the_cell(tmp_path):
+    solution = CHAPTERS[0]
+    leaked = json.loads(solution.read_text())
+    target = tmp_path / solution.name
+    target.write_text(json.dumps(leaked))
+    with pytest.raises(LeakError, match=r"cell \d+ \(\w+\)"):
+        check_no_leaks(target, solution)
