@@ -1,0 +1,99 @@
+"""The real Jupyter Book build: every chapter page executed, launch buttons, no solutions leaked."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from chapters import REPO, SOLUTIONS, solution_notebooks
+
+from autograder.release import solution_lines
+
+JUPYTER_BOOK = str(Path(sys.executable).with_name("jupyter-book"))
+TEXT_SUFFIXES = {".html", ".txt", ".ipynb", ".md", ".js", ".json", ".py"}
+
+
+def _build(source: Path, output: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    return subprocess.run([JUPYTER_BOOK, "build", str(source), "--builder", "html",
+                           "--path-output", str(output)],
+                          capture_output=True, text=True, env=env, timeout=1200)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    output = tmp_path_factory.mktemp("book")
+    result = _build(REPO, output)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return output / "_build" / "html"
+
+
+def _chapters_in_toc() -> list[str]:
+    toc = yaml.safe_load((REPO / "_toc.yml").read_text())
+    files = [c["file"] for part in toc["parts"] for c in part["chapters"]]
+    return [f for f in files if f.startswith("notebooks/")]
+
+
+def test_every_chapter_is_in_the_toc():
+    in_toc = {f.split("/")[1] for f in _chapters_in_toc()}
+    assert in_toc == {p.parent.name for p in solution_notebooks()}
+
+
+@pytest.mark.parametrize("page", _chapters_in_toc())
+def test_chapter_page_has_launch_buttons_figures_and_no_traceback(site, page):
+    html = (site / f"{page}.html").read_text(encoding="utf-8")
+    config = yaml.safe_load((REPO / "_config.yml").read_text())
+    repo = config["repository"]["url"].removeprefix("https://github.com/")
+    binder = f"https://mybinder.org/v2/gh/{repo}/main?urlpath=lab/tree/{page}.ipynb"
+    colab = f"https://colab.research.google.com/github/{repo}/blob/main/{page}.ipynb"
+    assert binder in html, "Binder (JupyterLab) launch link missing"
+    assert colab in html, "Colab launch link missing"
+    assert "Traceback" not in html and "NotImplementedError</span>:" not in html
+    assert "<img" in html, "the chapter's figures did not render"
+    assert "application/vnd.jupyter.widget-state+json" in html, "widget state was not saved"
+
+
+def test_no_solution_or_hidden_test_reaches_the_site(site):
+    secrets = set().union(*(solution_lines(p) for p in solution_notebooks()))
+    assert secrets, "no solution lines found to look for"
+    for path in site.rglob("*"):
+        if path.is_file() and path.suffix in TEXT_SUFFIXES:
+            text = path.read_text(encoding="utf-8", errors="replace")
+            for marker in ("BEGIN SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"):
+                assert marker not in text, f"{path.relative_to(site)} contains {marker!r}"
+            leaked = [line for line in secrets if line in text]
+            assert not leaked, f"{path.relative_to(site)} shows solution code: {leaked[0]!r}"
+    assert not (site / "solutions").exists()
+    assert not any(site.rglob("*.db"))
+
+
+def test_the_build_fails_when_a_notebook_fails(tmp_path):
+    book = tmp_path / "broken"
+    book.mkdir()
+    shutil.copy(REPO / "_config.yml", book / "_config.yml")
+    (book / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n  - file: bad\n")
+    (book / "intro.md").write_text("# Intro\n")
+    cells = [{"cell_type": "markdown", "metadata": {}, "source": "# Bad"},
+             {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
+              "source": "1 / 0"}]
+    notebook = {"cells": cells, "nbformat": 4, "nbformat_minor": 5,
+                "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                            "language": "python"}}}
+    (book / "bad.ipynb").write_text(json.dumps(notebook))
+    result = _build(book, tmp_path / "out")
+    assert result.returncode != 0, "a failing notebook must fail the build"
+    assert "ZeroDivisionError" in result.stdout + result.stderr
+
+
+def test_solutions_folder_is_not_in_the_book_sources():
+    assert SOLUTIONS.exists()
+    config = yaml.safe_load((REPO / "_config.yml").read_text())
+    assert config["only_build_toc_files"] is True
+    assert config["execute"]["raise_on_error"] is True
+    assert "launch_buttons" in config and "html" in config  # top level, not under html
