@@ -1,6 +1,6 @@
 """tinyprof: measure where the parameters, FLOPs, memory and time of a numpy model go."""
 
-from . import flops, models, nn, ops, optim
+from . import flops, memory, models, nn, ops, optim, scaling, timing
 from .amdahl import amdahl_limit, amdahl_speedup, required_factor
 from .flops import (
     arithmetic_intensity,
@@ -12,8 +12,20 @@ from .flops import (
     register_container,
     register_flops,
 )
+from .memory import (
+    MemoryMeasurement,
+    MemoryTimeline,
+    activation_table,
+    max_batch_size,
+    measure_memory,
+    predict_training_memory,
+    training_memory,
+)
 from .params import count_parameters, parameter_bytes, parameter_groups, parameter_table
+from .profiler import Profiler, quick_profile
+from .scaling import BatchScaling, batch_scaling, best_batch_under_latency
 from .table import Table
+from .timing import LatencyStats, TimingContext, compare_latency, measure_latency, plot_latency
 from .units import bytes_per_element, format_bytes, format_count, format_seconds
 
 __version__ = "0.1.0"
@@ -31,6 +43,10 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "BatchScaling", "LatencyStats", "TimingContext", "batch_scaling", "best_batch_under_latency",
+    "compare_latency", "measure_latency", "plot_latency", "scaling", "timing",
+    "MemoryMeasurement", "MemoryTimeline", "activation_table", "max_batch_size", "measure_memory",
+    "memory", "predict_training_memory", "training_memory", "Profiler", "quick_profile",
     "Table", "amdahl_limit", "amdahl_speedup", "arithmetic_intensity", "bytes_per_element",
     "count_flops", "count_parameters", "flop_report", "flops", "flops_by_layer", "format_bytes",
     "format_count", "format_seconds", "gflops_per_second", "measure_matmul_flops", "models", "nn",
