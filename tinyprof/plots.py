@@ -6,11 +6,12 @@ the returned figure, a script saves it.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
 
 from .amdahl import amdahl_limit, amdahl_speedup
 
@@ -57,13 +58,25 @@ def plot_batch_scaling(batch_sizes: Sequence[int], values: Sequence[float], *,
     return fig
 
 
+def amdahl_words(quantity: str = "time") -> tuple[str, str, str]:
+    """(verb, adjective, noun) for Amdahl's law over ``quantity``: time is sped up, gets faster
+    and the gain is a speedup; any other quantity (memory) is shrunk, gets smaller, a reduction."""
+    if quantity == "time":
+        return "speeding up", "faster", "speedup"
+    return "shrinking", "smaller", "reduction"
+
+
 def plot_amdahl(fraction: float, factor: float | None = None, *, part: str = "the dominant part",
-                max_factor: float = 64.0, others: Sequence[float] = (0.5, 0.9, 0.99)) -> Figure:
+                max_factor: float = 64.0, others: Sequence[float] = (0.5, 0.9, 0.99),
+                quantity: str = "time") -> Figure:
     """Overall speedup 1 / ((1 − p) + p/s) as the improved part gets s× faster.
 
     Draws the curve for ``fraction`` with its ceiling 1/(1 − p), faint curves for other
-    fractions for comparison, and marks the point s = ``factor`` when given.
+    fractions for comparison, and marks the point s = ``factor`` when given. ``quantity`` is
+    what p is a share of ("time", or e.g. "memory": then the part gets s× smaller and the
+    overall gain is a reduction).
     """
+    verb, adjective, noun = amdahl_words(quantity)
     s = np.geomspace(1.0, max_factor, 200)
     fig, ax = plt.subplots(figsize=FIGSIZE)
     for p in others:
@@ -72,16 +85,16 @@ def plot_amdahl(fraction: float, factor: float | None = None, *, part: str = "th
             ax.annotate(f"p={p:g}", (s[-1], amdahl_speedup(p, s[-1])), fontsize=8, color=MUTED,
                         xytext=(3, 0), textcoords="offset points", va="center")
     ax.plot(s, [amdahl_speedup(fraction, f) for f in s], color=ACCENT, lw=2,
-            label=f"{part}: p = {fraction:.0%} of the time")
+            label=f"{part}: p = {fraction:.0%} of the {quantity}")
     limit = amdahl_limit(fraction)
     if np.isfinite(limit):
         ax.axhline(limit, color=ACCENT, ls="--", lw=1, label=f"ceiling 1/(1−p) = {limit:.2f}×")
     if factor is not None:
         gain = amdahl_speedup(fraction, factor)
         ax.plot([factor], [gain], "o", color=HIGHLIGHT, zorder=3,
-                label=f"{factor:g}× faster → {gain:.2f}× overall")
+                label=f"{factor:g}× {adjective} → {gain:.2f}× overall")
     ax.set_xscale("log", base=2)
-    _style(ax, f"Amdahl's law: speeding up {part}", "speedup of that part (s)", "overall speedup")
+    _style(ax, f"Amdahl's law: {verb} {part}", f"{noun} of that part (s)", f"overall {noun}")
     ax.legend(loc="upper left", fontsize=9, frameon=False)
     fig.tight_layout()
     return fig
@@ -103,5 +116,100 @@ def plot_breakdown(labels: Sequence[str], values: Sequence[float], *, quantity: 
     _style(ax, title or f"Where the {quantity} goes", f"{quantity} ({unit})" if unit else quantity,
            "")
     ax.grid(False)
+    fig.tight_layout()
+    return fig
+
+
+def plot_shares(xs: Sequence[float], parts: Mapping[str, Sequence[float]], *, xlabel: str,
+                quantity: str, marks: Sequence[tuple[float, str]] = (),
+                title: str | None = None) -> Figure:
+    """Stacked shares vs x: each part's fraction of the total, part / Σ parts, at every x.
+
+    The first part is drawn at the bottom in the accent colour (it is the one the figure is
+    about); ``marks`` are (x, label) pairs drawn as vertical lines, e.g. a chosen setting and
+    a break-even point. The x axis is logarithmic (base 2).
+    """
+    x = np.asarray(xs, dtype=float)
+    values = np.array([np.asarray(v, dtype=float) for v in parts.values()])
+    if values.ndim != 2 or values.shape[1] != x.size or x.size == 0:
+        raise ValueError(f"plot_shares needs one value per x for every part, got {x.size} x "
+                         f"values and parts of lengths {[len(v) for v in parts.values()]}")
+    totals = values.sum(axis=0)
+    shares = 100.0 * values / np.where(totals > 0, totals, 1.0)
+    colors = [ACCENT] + [plt.cm.Greys(0.25 + 0.5 * i / max(len(parts) - 1, 1))
+                         for i in range(len(parts) - 1)]
+    fig, ax = plt.subplots(figsize=FIGSIZE)
+    ax.stackplot(x, shares, labels=list(parts), colors=colors, alpha=0.9)
+    for i, (position, label) in enumerate(marks):
+        ax.axvline(position, color=HIGHLIGHT if i == 0 else "black", ls="-" if i == 0 else "--",
+                   lw=1.5, label=label)
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    ax.set_xlim(x.min(), x.max())
+    ax.set_ylim(0, 100)
+    _style(ax, title or f"Where the {quantity} go", xlabel, f"share of {quantity} (%)")
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=9, frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+#: One colour per training-memory component, the same in every memory figure: the fixed costs
+#: (parameters, gradients, optimizer state) in blues and greys, the per-sample activations in
+#: orange. Other component names get the next colour of matplotlib's cycle.
+MEMORY_COLORS = {"parameters": ACCENT, "gradients": "#6baed6", "optimizer state": MUTED,
+                 "activations": "#ff7f0e"}
+
+
+def plot_memory_breakdown(bars: Mapping[str, Mapping[str, float]], *, unit: str = "MB",
+                          peaks: Mapping[str, float] | None = None,
+                          budget: float | None = None, ymax: float | None = None,
+                          title: str | None = None) -> Figure:
+    """One stacked bar per entry of ``bars``: label → {component: value in ``unit``}.
+
+    Components are stacked bottom-up in the order they first appear, each in one colour across
+    all bars (:data:`MEMORY_COLORS`), and each bar carries its total Σ components on top.
+    ``peaks`` (label → value) marks the highest memory seen while that bar's step ran, which
+    is above the total when the step allocates temporaries; ``budget`` draws a horizontal
+    line; ``ymax`` fixes the y axis, so a widget that redraws keeps one scale.
+    """
+    if not bars:
+        raise ValueError("plot_memory_breakdown needs at least one bar")
+    peaks = dict(peaks or {})
+    unknown = sorted(set(peaks) - set(bars))
+    if unknown:
+        raise ValueError(f"plot_memory_breakdown: peaks for bars that do not exist: {unknown}; "
+                         f"bars are {list(bars)}")
+    components = list(dict.fromkeys(name for parts in bars.values() for name in parts))
+    for label, parts in bars.items():
+        negative = {name: v for name, v in parts.items() if v < 0}
+        if negative:
+            raise ValueError(f"plot_memory_breakdown: bar {label!r} has negative parts {negative}")
+    cycle = iter(plt.rcParams["axes.prop_cycle"].by_key()["color"])
+    colors = {name: MEMORY_COLORS.get(name) or next(cycle) for name in components}
+    x = np.arange(len(bars))
+    fig, ax = plt.subplots(figsize=FIGSIZE)
+    bottom = np.zeros(len(bars))
+    stacks = []
+    for name in components:
+        heights = np.array([float(parts.get(name, 0.0)) for parts in bars.values()])
+        stacks.append(ax.bar(x, heights, 0.6, bottom=bottom, color=colors[name], label=name))
+        bottom += heights
+    for i, total in enumerate(bottom):
+        ax.annotate(f"{total:#.3g} {unit}", (x[i], total), xytext=(0, 3),
+                    textcoords="offset points", ha="center", fontsize=9)
+    for n, (label, value) in enumerate(peaks.items()):
+        i = list(bars).index(label)
+        ax.hlines(value, x[i] - 0.4, x[i] + 0.4, color="black", lw=2,
+                  label=None if n else "peak during the step")
+    if budget is not None:
+        ax.axhline(budget, color=HIGHLIGHT, ls="--", lw=1.5, label=f"budget {budget:.3g} {unit}")
+    ax.set_xticks(x, list(bars))
+    highest = max([*bottom, *peaks.values(), budget or 0.0])
+    ax.set_ylim(0, ymax if ymax is not None else 1.15 * highest or 1.0)
+    _style(ax, title or "Memory by component", "", f"memory ({unit})")
+    ax.grid(False, axis="x")
+    lines = [h for h in ax.get_legend_handles_labels()[0] if h not in stacks]
+    ax.legend(handles=stacks[::-1] + lines, loc="center left", bbox_to_anchor=(1.01, 0.5),
+              fontsize=9, frameon=False)  # legend top to bottom, as the stack reads
     fig.tight_layout()
     return fig

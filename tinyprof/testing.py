@@ -21,6 +21,12 @@ REFERENCES = (
     "tinyprof.parameter_table", "tinyprof.params.parameter_table",
     "tinyprof.amdahl_speedup", "tinyprof.amdahl.amdahl_speedup",
     "tinyprof.count_flops", "tinyprof.flops.count_flops",
+    "tinyprof.flops.counter.count_flops", "tinyprof.flops_by_layer",
+    "tinyprof.flops.flops_by_layer", "tinyprof.flops.counter.flops_by_layer",
+    "tinyprof.flop_report", "tinyprof.flops.flop_report", "tinyprof.flops.counter.flop_report",
+    "tinyprof.measure_matmul_flops", "tinyprof.flops.measure_matmul_flops",
+    "tinyprof.flops.formulas.linear_flops", "tinyprof.flops.formulas.conv2d_flops",
+    "tinyprof.flops.formulas.attention_flops",
     "tinyprof.measure_memory", "tinyprof.memory.measure_memory",
     "tinyprof.measure_latency", "tinyprof.timing.measure_latency",
 )
