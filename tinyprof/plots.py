@@ -21,6 +21,12 @@ HIGHLIGHT = "#d62728"
 FIGSIZE = (9.0, 3.6)
 
 
+def _plain_log2_axis(ax, suffix: str = "") -> None:
+    """A base-2 log x axis labelled 1, 2, 4, … (with ``suffix``) instead of 2⁰, 2¹, 2²."""
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}{suffix}"))
+
+
 def _style(ax, title: str, xlabel: str, ylabel: str) -> None:
     ax.set_title(title, fontsize=11, loc="left")
     ax.set_xlabel(xlabel)
@@ -47,13 +53,17 @@ def plot_batch_scaling(batch_sizes: Sequence[int], values: Sequence[float], *,
     fig, axes = plt.subplots(1, 2 if per_sample else 1, figsize=FIGSIZE, squeeze=False)
     ax = axes[0, 0]
     ax.plot(batch, vals, "o-", color=ACCENT)
-    ax.set_xscale("log", base=2)
+    _plain_log2_axis(ax)
     _style(ax, title or f"{quantity} vs batch size", "batch size", label)
+    if (vals >= 0).all():
+        ax.set_ylim(bottom=0, top=max(vals.max() * 1.1, 1e-12))
     if per_sample:
         ax2 = axes[0, 1]
         ax2.plot(batch, vals / batch, "o-", color=HIGHLIGHT)
-        ax2.set_xscale("log", base=2)
+        _plain_log2_axis(ax2)
         _style(ax2, f"{quantity} per sample", "batch size", f"{label} / sample")
+        if (vals >= 0).all():
+            ax2.set_ylim(bottom=0)
     fig.tight_layout()
     return fig
 
@@ -78,24 +88,29 @@ def plot_amdahl(fraction: float, factor: float | None = None, *, part: str = "th
     """
     verb, adjective, noun = amdahl_words(quantity)
     s = np.geomspace(1.0, max_factor, 200)
+    limit = amdahl_limit(fraction)
+    top = max_factor if not np.isfinite(limit) else min(max_factor, max(4.0, 1.6 * limit))
     fig, ax = plt.subplots(figsize=FIGSIZE)
     for p in others:
         if abs(p - fraction) > 1e-9:
-            ax.plot(s, [amdahl_speedup(p, f) for f in s], color=MUTED, lw=1)
-            ax.annotate(f"p={p:g}", (s[-1], amdahl_speedup(p, s[-1])), fontsize=8, color=MUTED,
-                        xytext=(3, 0), textcoords="offset points", va="center")
+            curve = np.array([amdahl_speedup(p, f) for f in s])
+            ax.plot(s, curve, color=MUTED, lw=1)
+            inside = np.nonzero(curve <= top)[0][-1]
+            ax.annotate(f"p={p:g}", (s[inside], curve[inside]), fontsize=8, color=MUTED,
+                        xytext=(-4, 4), textcoords="offset points", ha="right")
     ax.plot(s, [amdahl_speedup(fraction, f) for f in s], color=ACCENT, lw=2,
             label=f"{part}: p = {fraction:.0%} of the {quantity}")
-    limit = amdahl_limit(fraction)
     if np.isfinite(limit):
         ax.axhline(limit, color=ACCENT, ls="--", lw=1, label=f"ceiling 1/(1−p) = {limit:.2f}×")
     if factor is not None:
         gain = amdahl_speedup(fraction, factor)
         ax.plot([factor], [gain], "o", color=HIGHLIGHT, zorder=3,
                 label=f"{factor:g}× {adjective} → {gain:.2f}× overall")
-    ax.set_xscale("log", base=2)
+    _plain_log2_axis(ax, "×")
+    ax.set_ylim(1.0, top)
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}×"))
     _style(ax, f"Amdahl's law: {verb} {part}", f"{noun} of that part (s)", f"overall {noun}")
-    ax.legend(loc="upper left", fontsize=9, frameon=False)
+    ax.legend(loc="lower right", fontsize=9, frameon=False)
     fig.tight_layout()
     return fig
 
