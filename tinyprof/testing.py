@@ -28,6 +28,17 @@ REFERENCES = (
     "tinyprof.flops.formulas.linear_flops", "tinyprof.flops.formulas.conv2d_flops",
     "tinyprof.flops.formulas.attention_flops",
     "tinyprof.measure_memory", "tinyprof.memory.measure_memory",
+    "tinyprof.memory.trace.measure_memory", "tinyprof.MemoryTimeline",
+    "tinyprof.memory.MemoryTimeline", "tinyprof.memory.trace.MemoryTimeline",
+    "tinyprof.memory.trace.TraceWindow",
+    "tinyprof.memory.activation_bytes", "tinyprof.memory.activations.activation_bytes",
+    "tinyprof.memory.activation_rows", "tinyprof.memory.activations.activation_rows",
+    "tinyprof.activation_table", "tinyprof.memory.activation_table",
+    "tinyprof.memory.activations.activation_table",
+    "tinyprof.predict_training_memory", "tinyprof.memory.predict_training_memory",
+    "tinyprof.memory.training.predict_training_memory",
+    "tinyprof.training_memory", "tinyprof.memory.training_memory",
+    "tinyprof.memory.training.training_memory",
     "tinyprof.measure_latency", "tinyprof.timing.measure_latency",
 )
 
