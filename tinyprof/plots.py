@@ -228,3 +228,26 @@ def plot_memory_breakdown(bars: Mapping[str, Mapping[str, float]], *, unit: str 
               fontsize=9, frameon=False)  # legend top to bottom, as the stack reads
     fig.tight_layout()
     return fig
+
+
+def plot_latency_log(stats, *, ax=None, bins: int = 40) -> Figure:
+    """:func:`tinyprof.plot_latency`'s histogram (p50, p95, p99 and the median's 95% CI) on a
+    logarithmic time axis, so that the bulk of the calls and a tail 100× slower both show.
+
+    ``bins`` geometric bins span the fastest to the slowest sample; the axis is labelled with
+    plain numbers. Falls back to plot_latency's linear axis when a sample is 0 s or all samples
+    are equal (no geometric bins exist then). Returns the Figure; never calls ``plt.show()``.
+    """
+    from matplotlib.ticker import LogFormatter
+
+    from .timing import plot_latency, time_unit
+
+    if stats.min <= 0 or stats.max <= stats.min:
+        return plot_latency(stats, ax=ax)
+    _, scale = time_unit(stats.median)
+    fig = plot_latency(stats, ax=ax, bins=np.geomspace(stats.min, stats.max, bins + 1) / scale)
+    axis = fig.axes[0] if ax is None else ax
+    axis.set_xscale("log")
+    axis.xaxis.set_major_formatter(LogFormatter(labelOnlyBase=False))
+    axis.xaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(1.2, 0.5)))
+    return fig

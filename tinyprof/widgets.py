@@ -236,8 +236,12 @@ def _draw_ci_funnel(ax, sizes: Sequence[int], stats: Sequence, current: int, sca
     ax.set_xscale("log", base=2)
     ax.set_xticks(n, [str(size) for size in sizes])
     ax.minorticks_off()
-    ax.set_ylim(max(0.0, lows.min() - (highs.max() - lows.min()) * 0.1),
-                highs.max() + (highs.max() - lows.min()) * 0.1)
+    # Frame the intervals of n ≥ 20: a handful of samples with one slow call can give a CI many
+    # times wider than the rest, which would flatten them all; such a band runs off the top.
+    framed = n >= 20 if np.count_nonzero(n >= 20) >= 2 else np.ones(n.size, dtype=bool)
+    low, high = lows[framed].min(), highs[framed].max()
+    pad = max(high - low, 0.01 * final)
+    ax.set_ylim(max(0.0, low - 0.5 * pad), high + 1.5 * pad)
     ax.set_title("The median's 95% CI vs number of samples", fontsize=11, loc="left")
     ax.set_xlabel("samples n")
     ax.set_ylabel(f"time per call ({unit})")
@@ -254,11 +258,13 @@ def latency_ci_explorer(samples: Sequence[float], *, name: str = "") -> widgets.
     once, e.g. ``measure_latency(...).samples``). For each n on the slider (5, 10, 20, … and
     all of them) the :class:`~tinyprof.LatencyStats` of the *first* n samples is computed when
     the widget is built, so moving the slider only redraws. Left: their histogram with p50,
-    p95, p99 and the median's bootstrap 95% CI (:func:`tinyprof.plot_latency`). Right: the
-    median and its CI for every n, beside the ∝ 1/√n narrowing that a CI follows. The widget's
-    ``result`` is the LatencyStats of the first n samples.
+    p95, p99 and the median's bootstrap 95% CI on a log time axis
+    (:func:`tinyprof.plots.plot_latency_log`), so that a long tail and the bulk both show.
+    Right: the median and its CI for every n, beside the ∝ 1/√n narrowing that a CI follows.
+    The widget's ``result`` is the LatencyStats of the first n samples.
     """
-    from .timing import LatencyStats, plot_latency, time_unit
+    from .plots import plot_latency_log
+    from .timing import LatencyStats, time_unit
     from .units import format_seconds
 
     values = np.asarray(samples, dtype=float).ravel()
@@ -277,7 +283,7 @@ def latency_ci_explorer(samples: Sequence[float], *, name: str = "") -> widgets.
               f"95% CI [{format_seconds(low)}, {format_seconds(high)}], width {width} of "
               "the median")
         fig, (left, right) = plt.subplots(1, 2, figsize=(11.0, 3.8))
-        plot_latency(here, ax=left)
+        plot_latency_log(here, ax=left)
         _draw_ci_funnel(right, sizes, stats, n, scale, unit)
         fig.tight_layout()
         _show(fig)
