@@ -10,16 +10,19 @@ _GELU_C = float(np.sqrt(2.0 / np.pi))  # a Python float keeps float32 math float
 
 
 class ReLU(Module):
-    """y = max(x, 0); dy/dx = 1 where x > 0 else 0."""
+    """y = max(x, 0); dy/dx = 1 where x > 0 else 0 (a NaN input stays NaN, as in PyTorch).
+
+    Saves the boolean mask x > 0 for backward: one byte per element whatever the dtype.
+    """
 
     def forward(self, x: np.ndarray) -> np.ndarray:
         self.check_input(x, "(any)", True)
         self._mask = x > 0
-        return np.where(self._mask, x, 0).astype(x.dtype, copy=False)
+        return np.maximum(x, 0)
 
     def backward(self, grad: np.ndarray) -> np.ndarray:
         (mask,) = self.pop_saved("_mask")
-        return np.where(mask, grad, 0).astype(grad.dtype, copy=False)
+        return grad * mask
 
 
 class GELU(Module):
