@@ -1,4 +1,4 @@
-"""Command line: ``python -m autograder release`` and ``python -m autograder grade``."""
+"""Command line: ``python -m autograder release | grade | demo``."""
 
 from __future__ import annotations
 
@@ -6,18 +6,43 @@ import argparse
 import sys
 from pathlib import Path
 
+from .grade import Settings
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m autograder",
-                                     description="tinyprof course tooling (nbgrader)")
-    commands = parser.add_subparsers(dest="command", required=True)
+
+def _limits(parser: argparse.ArgumentParser, jobs: int = 1, timeout: int | None = None) -> None:
+    defaults = Settings()
+    timeout = timeout or defaults.timeout
+    parser.add_argument("--jobs", type=int, default=jobs,
+                        help=f"submissions graded at once, a worker process each (default {jobs})")
+    parser.add_argument("--timeout", type=int, default=timeout,
+                        help=f"seconds a cell may run (default {timeout})")
+    parser.add_argument("--memory", type=int, default=defaults.memory_mb, metavar="MB",
+                        help=f"memory limit of each student kernel in MB (default "
+                             f"{defaults.memory_mb}; 0: none)")
+
+
+def parser() -> argparse.ArgumentParser:
+    main = argparse.ArgumentParser(prog="python -m autograder",
+                                   description="tinyprof course tooling (nbgrader)")
+    commands = main.add_subparsers(dest="command", required=True)
     rel = commands.add_parser("release", help="regenerate notebooks/ from solutions/")
     rel.add_argument("assignments", nargs="*", help="assignment ids (default: all)")
-    grd = commands.add_parser("grade", help="autograde a folder of submissions")
-    grd.add_argument("submissions", type=Path, help="folder of student/assignment/notebook.ipynb")
-    grd.add_argument("--out", type=Path, required=True, help="folder for grades and feedback")
-    args = parser.parse_args(argv)
+    grd = commands.add_parser("grade", help="autograde a cohort's submissions")
+    grd.add_argument("submissions", type=Path,
+                     help="a folder (student/assignment/notebook.ipynb, or LMS downloads) or an "
+                          "LMS zip")
+    grd.add_argument("--out", type=Path, required=True,
+                     help="folder for the gradebook, grades.csv and feedback (re-run to resume)")
+    _limits(grd)
+    demo = commands.add_parser("demo", help="grade the shipped sample submissions")
+    demo.add_argument("--out", type=Path, default=None,
+                      help="folder for the demo (default: grading/demo in the repository)")
+    _limits(demo, jobs=2, timeout=10)  # the endless loops cost a timeout each: keep it short
+    return main
 
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     if args.command == "release":
         from .release import release
 
@@ -26,12 +51,25 @@ def main(argv: list[str] | None = None) -> int:
             print(f"released {shown}")
         return 0
 
-    from .grade import grade
+    from .grade import GradingInterrupted, grade
 
-    rows, problems = grade(args.submissions, args.out)
-    print(f"graded {len(rows)} submission(s) into {args.out / 'grades.csv'}")
-    for problem in problems:
-        print(f"problem: {problem}")
+    settings = Settings(timeout=args.timeout, memory_mb=args.memory)
+    try:
+        if args.command == "demo":
+            from .demo import demo
+
+            out = demo(args.out, jobs=args.jobs, settings=settings)
+        else:
+            out = args.out
+            grade(args.submissions, out, jobs=args.jobs, settings=settings)
+    except GradingInterrupted as stop:
+        print(f"interrupted: {stop}", file=sys.stderr)
+        return 130
+    except (OSError, ValueError, RuntimeError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print((Path(out) / "summary.txt").read_text(encoding="utf-8"), end="")
+    print(f"grades: {Path(out) / 'grades.csv'}\nfeedback: {Path(out) / 'feedback'}")
     return 0
 
 

@@ -1,163 +1,334 @@
 """``python -m autograder grade SUBMISSIONS --out DIR``: autograde a cohort with real nbgrader.
 
-SUBMISSIONS holds ``student/assignment/notebook.ipynb``. Each submission is copied into an
-nbgrader course folder under DIR, autograded into DIR/gradebook.db, and given a feedback page.
-Out come DIR/grades.csv (a row per student and assignment, a column per graded question) and
-DIR/feedback/student/assignment/notebook.html. A broken submission is reported in
-DIR/problems.txt and in the grades (status column); it never stops the others.
+1. intake.collect maps SUBMISSIONS (a folder or an LMS zip) to students and assignments; every
+   file it cannot map is a problem in the summary.
+2. gradebook.prepare registers the assignments in DIR/gradebook.db and writes a template.
+3. Each submission is graded by a worker process (``--jobs`` of them) in its own nbgrader
+   course folder and gradebook shard (worker.py), with a per-cell timeout, a kernel memory
+   limit and recovery from dead kernels (sandbox.py).
+4. Here, one at a time: the shard is merged into DIR/gradebook.db, the autograded notebook and
+   feedback page are moved into DIR (a regular nbgrader course folder: ``autograded/``,
+   ``submitted/``, ``feedback/``), and a line is appended to DIR/journal.jsonl.
+
+A re-run with the same arguments skips every submission whose journal line matches the file,
+the chapter and the settings (those that failed or timed out are tried again), so a grader
+killed mid-run finishes the job without losing or duplicating grades. Out come DIR/grades.csv
+(scores read back from the gradebook, so manual grades given since are included),
+DIR/feedback/STUDENT/ASSIGNMENT/NOTEBOOK.html, DIR/problems.txt (one problem per line) and
+DIR/summary.txt; DIR also gets a ``.gitignore`` of ``*`` and an ``nbgrader_config.py``.
 """
 
 from __future__ import annotations
 
-import csv
+import fcntl
+import hashlib
+import json
+import os
 import shutil
-from dataclasses import dataclass, field
+import signal
+from collections import defaultdict
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Iterator
 
 from . import course
+from .gradebook import merge, prepare
+from .intake import Submission, collect
+from .pool import Pool, Progress
+from .report import GradeRow, add_notes, failure_page, summary, write_grades
+
+__all__ = ["GradeRow", "GradingInterrupted", "Settings", "grade"]
+
+VERSION = 1  # bump when grading itself changes, so that a re-run regrades everything
+#: Outcomes a re-run keeps; "not graded" and "timed out" are tried again.
+FINAL = ("graded", "unreadable")
+MIN_MEMORY_MB = 384
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Limits for every submission: seconds per cell, kernel MB, and the wall-clock limit of
+    one whole submission (default: 20 cells' worth of timeouts plus five minutes)."""
+
+    timeout: int = 60
+    memory_mb: int = 2048
+    submission_limit_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.timeout < 1:
+            raise ValueError(f"--timeout must be at least 1 s, got {self.timeout}")
+        if self.memory_mb < 0 or 0 < self.memory_mb < MIN_MEMORY_MB:
+            raise ValueError(f"--memory must be 0 (no limit) or at least {MIN_MEMORY_MB} MB: an "
+                             f"idle kernel with numpy takes about 250 MB; got {self.memory_mb}")
+
+    @property
+    def limit_s(self) -> float:
+        return self.submission_limit_s or 20 * self.timeout + 300
+
+
+class GradingInterrupted(RuntimeError):
+    """SIGINT or SIGTERM arrived: what was finished is kept; re-run to finish the rest."""
 
 
 @dataclass
-class Submission:
+class Task:
+    """Everything graded for one student and assignment."""
+
     student: str
     assignment: str
-    notebook: Path
+    files: list[Submission]
+
+    @property
+    def key(self) -> str:
+        return f"{self.student}/{self.assignment}"
 
 
-@dataclass
-class GradeRow:
-    student: str
-    assignment: str
-    score: float = 0.0
-    max_score: float = 0.0
-    auto_score: float = 0.0
-    max_auto_score: float = 0.0
-    needs_manual_grade: bool = False
-    status: str = "graded"
-    questions: dict[str, float] = field(default_factory=dict)
+def grade(submissions: Path, out: Path, *, jobs: int = 1, timeout: int | None = None,
+          memory_mb: int | None = None, progress: bool = True,
+          settings: Settings | None = None) -> tuple[list[GradeRow], list[str]]:
+    """Grade every submission under ``submissions`` into ``out``; return the rows and problems.
+
+    ``timeout`` (s per cell) and ``memory_mb`` override the defaults; or pass ``settings``."""
+    if settings is None:
+        given = {"timeout": timeout, "memory_mb": memory_mb}
+        settings = Settings(**{k: v for k, v in given.items() if v is not None})
+    if jobs < 1:
+        raise ValueError(f"jobs must be at least 1, got {jobs}")
+    out = Path(out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    _mark_private(out)
+    with _exclusive(out), _signals_interrupt():
+        intake = collect(Path(submissions), out / "work", skip=out)
+        tasks = _tasks(intake.submissions)
+        template = prepare(out, sorted({t.assignment for t in tasks})) if tasks else None
+        journal = Journal(out / "journal.jsonl")
+        specs = {(s.assignment, s.name): s for s in course.notebook_specs()}
+        rows, todo = _plan(tasks, journal, settings, specs, out)
+        bar = Progress(len(tasks), len(tasks) - len(todo), stream=None if progress else _Null())
+        try:
+            _run(todo, jobs, settings, out, template, journal, rows, bar)
+        finally:
+            bar.close()
+        _refresh_scores(out, rows)
+        problems = intake.problems + [f"{key}: {note}" for key in sorted(rows)
+                                      for note in rows[key].notes]
+        _write_reports(out, list(rows.values()), problems, specs)
+    return sorted(rows.values(), key=lambda r: (r.assignment, r.student)), problems
 
 
-def find_submissions(root: Path) -> tuple[list[Submission], list[str]]:
-    """``student/assignment/notebook.ipynb`` files under ``root``, and what could not be mapped."""
-    known = set(course.assignments())
-    found, problems = [], []
-    for path in sorted(Path(root).rglob("*")):
-        if path.is_dir() or ".ipynb_checkpoints" in path.parts:
-            continue
-        parts = path.relative_to(root).parts
-        if len(parts) == 3 and parts[1] in known and path.suffix == ".ipynb":
-            found.append(Submission(parts[0], parts[1], path))
+def _plan(tasks: list[Task], journal: Journal, settings: Settings, specs: dict,
+          out: Path) -> tuple[dict[str, GradeRow], list[tuple[Task, str]]]:
+    """Rows already settled (graded in an earlier run, or files that are not notebooks), and
+    the tasks left to grade with their fingerprints."""
+    rows, todo = {}, []
+    for task in tasks:
+        fingerprint = _fingerprint(task, settings)
+        entry = journal.get(task.key)
+        if entry and entry["fingerprint"] == fingerprint and entry["row"]["status"] in FINAL:
+            rows[task.key] = GradeRow(**entry["row"])
+        elif not any(f.unreadable is None for f in task.files):
+            rows[task.key] = _unreadable(task, specs, out)
         else:
-            problems.append(f"{path.relative_to(root)}: not of the form student/assignment/"
-                            f"notebook.ipynb with an assignment in {sorted(known)}")
-    return found, problems
+            todo.append((task, fingerprint))
+    return rows, todo
 
 
-class Grader:
-    """One nbgrader course folder and gradebook under ``out``."""
-
-    def __init__(self, out: Path):
-        self.out = Path(out).resolve()
-        self.work = self.out / "nbgrader"
-        self.work.mkdir(parents=True, exist_ok=True)
-        self.db_url = f"sqlite:///{self.out / 'gradebook.db'}"
-        config = course.load_config(root=str(self.work),
-                                    source_directory=str(course.SOLUTIONS),
-                                    db_url=self.db_url)
-        self.nbgrader = course.api(config)
-        self._registered: set[str] = set()
-
-    def register(self, assignment: str) -> None:
-        """Put the assignment (cells, points, hidden tests) into the gradebook once."""
-        if assignment in self._registered:
-            return
-        result = self.nbgrader.generate_assignment(assignment, force=True, create=True)
-        if not result["success"]:
-            raise RuntimeError(f"cannot register {assignment} in the gradebook:\n{result['error']}")
-        self._registered.add(assignment)
-
-    def grade(self, sub: Submission) -> tuple[GradeRow, list[str]]:
-        """Autograde one submission and write its feedback; problems are returned, not raised."""
-        self.register(sub.assignment)
-        source = course.SOLUTIONS / sub.assignment
-        expected = sorted(p.name for p in source.glob("*.ipynb"))
-        row, problems = GradeRow(sub.student, sub.assignment), []
-        target = self.work / "submitted" / sub.student / sub.assignment
-        shutil.rmtree(target, ignore_errors=True)
-        target.mkdir(parents=True)
-        name = sub.notebook.name if sub.notebook.name in expected else expected[0]
-        if sub.notebook.name not in expected:
-            problems.append(f"{sub.student}/{sub.assignment}: notebook named {sub.notebook.name}, "
-                            f"expected {expected[0]}; graded as {expected[0]}")
-        shutil.copy(sub.notebook, target / name)
-        result = self.nbgrader.autograde(sub.assignment, sub.student, force=True, create=True)
-        if not result["success"]:
-            row.status = "not graded"
-            problems.append(f"{sub.student}/{sub.assignment}: nbgrader could not grade it: "
-                            f"{_last_line(result['error'] or result['log'])}")
-            return row, problems
-        feedback = self.nbgrader.generate_feedback(sub.assignment, sub.student, force=True)
-        if not feedback["success"]:
-            problems.append(f"{sub.student}/{sub.assignment}: no feedback page: "
-                            f"{_last_line(feedback['error'])}")
-        self._copy_feedback(sub)
-        self._fill_scores(row)
-        return row, problems
-
-    def _copy_feedback(self, sub: Submission) -> None:
-        produced = self.work / "feedback" / sub.student / sub.assignment
-        target = self.out / "feedback" / sub.student / sub.assignment
-        shutil.rmtree(target, ignore_errors=True)
-        if produced.exists():
-            shutil.copytree(produced, target, ignore=shutil.ignore_patterns("*.ipynb"))
-
-    def _fill_scores(self, row: GradeRow) -> None:
-        from nbgrader.api import Gradebook
-
-        with Gradebook(self.db_url, "tinyprof") as gradebook:
-            submission = gradebook.find_submission(row.assignment, row.student)
-            row.score, row.max_score = submission.score, submission.max_score
-            row.auto_score, row.max_auto_score = submission.code_score, submission.max_code_score
-            row.needs_manual_grade = submission.needs_manual_grade
-            for notebook in submission.notebooks:
-                for grade in notebook.grades:
-                    row.questions[grade.name] = grade.score
+def _write_reports(out: Path, rows: list[GradeRow], problems: list[str], specs: dict) -> None:
+    order = [gid for spec in specs.values() for gid in spec.points]
+    write_grades(rows, out / "grades.csv", order)
+    (out / "problems.txt").write_text("".join(f"{p}\n" for p in problems), encoding="utf-8")
+    (out / "summary.txt").write_text(summary(rows, problems, out), encoding="utf-8")
 
 
-def _last_line(text: str) -> str:
-    lines = [line for line in (text or "").strip().splitlines() if line.strip()]
-    return lines[-1] if lines else "unknown error"
+def _mark_private(out: Path) -> None:
+    """Keep DIR out of git wherever it is, and make it an nbgrader course folder (formgrader)."""
+    (out / ".gitignore").write_text("# grades and submissions never enter git\n*\n")
+    (out / "nbgrader_config.py").write_text(
+        "# written by python -m autograder grade: this folder is the cohort's nbgrader course\n"
+        "c = get_config()  # noqa: F821\n"
+        f"c.CourseDirectory.course_id = {course.COURSE_ID!r}\n"
+        f"c.CourseDirectory.root = {str(out)!r}\n"
+        f"c.CourseDirectory.source_directory = {str(course.SOLUTIONS)!r}\n"
+        'c.CourseDirectory.release_directory = "release"\n'
+        f"c.CourseDirectory.db_url = {'sqlite:///' + str(out / 'gradebook.db')!r}\n",
+        encoding="utf-8")
 
 
-def write_grades(rows: list[GradeRow], path: Path) -> None:
-    """grades.csv: student, assignment, total and autograded scores, whether a manual grade is
-    still needed, status, then one column per graded question (its nbgrader grade id)."""
-    questions = sorted({q for row in rows for q in row.questions})
-    with open(path, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["student", "assignment", "score", "max_score", "auto_score",
-                         "max_auto_score", "needs_manual_grade", "status", *questions])
-        for row in sorted(rows, key=lambda r: (r.assignment, r.student)):
-            writer.writerow([row.student, row.assignment, _fmt(row.score), _fmt(row.max_score),
-                             _fmt(row.auto_score), _fmt(row.max_auto_score),
-                             "yes" if row.needs_manual_grade else "no", row.status,
-                             *(_fmt(row.questions.get(q)) for q in questions)])
+def _refresh_scores(out: Path, rows: dict[str, GradeRow]) -> None:
+    """Scores from DIR/gradebook.db, so grades.csv includes manual grades given since."""
+    graded = [row for row in rows.values() if row.status == "graded"]
+    if not graded:
+        return
+    course.ensure_tools_on_path()
+    from nbgrader.api import Gradebook
+
+    from .worker import scores
+
+    with Gradebook(f"sqlite:///{out / 'gradebook.db'}", course.COURSE_ID) as gradebook:
+        for row in graded:
+            for name, value in scores(gradebook, row.student, row.assignment).items():
+                setattr(row, name, value)
 
 
-def _fmt(value: float | None) -> str:
-    return "" if value is None else f"{value:g}"
+def _tasks(found: list[Submission]) -> list[Task]:
+    groups: dict[tuple[str, str], list[Submission]] = defaultdict(list)
+    for sub in found:
+        groups[sub.student, sub.assignment].append(sub)
+    return [Task(student, assignment, files)
+            for (student, assignment), files in sorted(groups.items())]
 
 
-def grade(submissions: Path, out: Path) -> tuple[list[GradeRow], list[str]]:
-    """Grade every submission under ``submissions`` into ``out``; return the rows and problems."""
-    found, problems = find_submissions(Path(submissions))
-    grader = Grader(out)
-    rows = []
-    for i, sub in enumerate(found, 1):
-        print(f"[{i}/{len(found)}] grading {sub.student}/{sub.assignment}", flush=True)
-        row, sub_problems = grader.grade(sub)
-        rows.append(row)
-        problems += sub_problems
-    write_grades(rows, grader.out / "grades.csv")
-    (grader.out / "problems.txt").write_text("".join(f"{p}\n" for p in problems), encoding="utf-8")
-    return rows, problems
+def _run(todo: list, jobs: int, settings: Settings, out: Path, template: Path | None,
+         journal: Journal, rows: dict[str, GradeRow], bar: Progress) -> None:
+    by_key = {task.key: (task, fingerprint) for task, fingerprint in todo}
+
+    def finished(payload: dict, result: dict) -> None:
+        task, fingerprint = by_key[payload["key"]]
+        row = _finish(task, result, out)
+        journal.add(task.key, fingerprint, row, result.get("seconds"))
+        rows[task.key] = row
+        bar.end(task.key, f"{row.status}, {row.auto_score:g}/{row.max_auto_score:g}")
+
+    payloads = [_payload(task, settings, out, template) for task, _ in todo]
+    (out / "work").mkdir(parents=True, exist_ok=True)
+    pool = Pool(jobs=jobs, logs=out / "work", limit_s=settings.limit_s, done=finished,
+                started=lambda payload: bar.begin(payload["key"]))
+    pool.run(payloads)
+
+
+def _payload(task: Task, settings: Settings, out: Path, template: Path | None) -> dict:
+    digest = hashlib.sha1(task.key.encode()).hexdigest()[:12]
+    return {"key": task.key, "student": task.student, "assignment": task.assignment,
+            "notebooks": {f.notebook: str(f.path) for f in task.files},
+            "notes": [n for f in task.files for n in f.notes],
+            "work": str(out / "work" / digest), "template": str(template),
+            "release": str(out / "release"), "timeout": settings.timeout,
+            "memory_mb": settings.memory_mb}
+
+
+def _finish(task: Task, result: dict, out: Path) -> GradeRow:
+    """Merge a worker's result into the cohort: gradebook, files, feedback notes."""
+    work = Path(result["work"])
+    row = _base_row(task, out)
+    row.status, row.notes = result["status"], result["notes"]
+    if result["status"] == "graded":
+        for name in ("score", "max_score", "auto_score", "max_auto_score", "needs_manual_grade",
+                     "questions"):
+            setattr(row, name, result[name])
+        merge(out / "gradebook.db", work / "gradebook.db", task.student, task.assignment,
+              row.lms_id)
+        for step in ("submitted", "autograded", "feedback"):
+            _replace_tree(work / step / task.student / task.assignment,
+                          out / step / task.student / task.assignment)
+        for page in (out / "feedback" / task.student / task.assignment).glob("*.html"):
+            add_notes(page, row.notes)
+    else:
+        for f in task.files:
+            failure_page(_page(out, task, f.notebook), row, f.notebook, row.notes)
+    shutil.rmtree(work, ignore_errors=True)
+    return row
+
+
+def _unreadable(task: Task, specs: dict, out: Path) -> GradeRow:
+    row = _base_row(task, out)
+    row.status = "unreadable"
+    row.notes = [n for f in task.files for n in f.notes] + [f.unreadable for f in task.files]
+    row.max_score = sum(specs[task.assignment, f.notebook].max_score for f in task.files)
+    row.max_auto_score = sum(specs[task.assignment, f.notebook].max_auto_score
+                             for f in task.files)
+    for f in task.files:
+        failure_page(_page(out, task, f.notebook), row, f.notebook, row.notes)
+    return row
+
+
+def _base_row(task: Task, out: Path) -> GradeRow:
+    first = task.files[0]
+    return GradeRow(task.student, task.assignment, lms_id=first.lms_id,
+                    late=any(f.late for f in task.files),
+                    submitted=", ".join(f.origin for f in task.files))
+
+
+def _page(out: Path, task: Task, notebook: str) -> Path:
+    return out / "feedback" / task.student / task.assignment / (Path(notebook).stem + ".html")
+
+
+def _replace_tree(source: Path, target: Path) -> None:
+    shutil.rmtree(target, ignore_errors=True)
+    if source.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(source), str(target))
+
+
+def _fingerprint(task: Task, settings: Settings) -> str:
+    """Changes when a file, the chapter's instructor notebook or a setting changes."""
+    digest = hashlib.sha256(json.dumps([VERSION, settings.timeout, settings.memory_mb]).encode())
+    for f in sorted(task.files, key=lambda f: f.notebook):
+        digest.update(f.notebook.encode())
+        digest.update(f.path.read_bytes())
+        digest.update((course.SOLUTIONS / task.assignment / f.notebook).read_bytes())
+    return digest.hexdigest()
+
+
+class Journal:
+    """DIR/journal.jsonl: one line per finished submission, flushed to disk before the next
+    starts; the last line for a student and assignment wins."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.entries: dict[str, dict] = {}
+        if path.exists():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    entry = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a line cut short by a kill
+                self.entries[entry["key"]] = entry
+
+    def get(self, key: str) -> dict | None:
+        return self.entries.get(key)
+
+    def add(self, key: str, fingerprint: str, row: GradeRow, seconds: float | None) -> None:
+        entry = {"key": key, "fingerprint": fingerprint, "seconds": seconds, "row": asdict(row)}
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(entry, ensure_ascii=False) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        self.entries[key] = entry
+
+
+@contextmanager
+def _exclusive(out: Path) -> Iterator[None]:
+    """One grader per output folder at a time (the lock dies with the process)."""
+    with open(out / ".grading.lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RuntimeError(f"{out} is being graded by another process") from None
+        yield
+
+
+@contextmanager
+def _signals_interrupt() -> Iterator[None]:
+    """Turn SIGTERM (and SIGINT) into GradingInterrupted, so workers are stopped cleanly."""
+    def stop(signum: int, frame: object) -> None:
+        raise GradingInterrupted(f"stopped by {signal.Signals(signum).name}; finished "
+                                 "submissions are kept: run the same command again to finish")
+
+    try:
+        saved = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    except ValueError:  # not the main thread: leave signals alone
+        saved = {}
+    try:
+        yield
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+
+
+class _Null:
+    def write(self, text: str) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass

@@ -1,0 +1,183 @@
+"""Worker processes for grading, and a plain-text progress bar.
+
+Each worker is ``python -m autograder.worker`` in its own session, fed one task at a time over
+a pipe. A worker that exceeds the wall-clock limit of a submission is killed (its kernel dies
+with it, see launcher.py) and replaced; one that crashes is replaced and its task retried once.
+If the grading process itself is killed, the workers receive SIGKILL from Linux
+(``PR_SET_PDEATHSIG``) and their kernels follow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, TextIO
+
+from . import course
+
+
+class Worker:
+    """One ``autograder.worker`` process and the task it is grading."""
+
+    def __init__(self, log: Path):
+        course.ensure_tools_on_path()
+        self.log = open(log, "a", encoding="utf-8")  # noqa: SIM115 - closed in stop()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "autograder.worker", str(os.getpid())],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True,
+            encoding="utf-8", cwd=course.REPO_ROOT, start_new_session=True)
+        self.task: dict | None = None
+        self.started = 0.0
+
+    def send(self, task: dict) -> None:
+        self.task, self.started = task, time.monotonic()
+        self.process.stdin.write(json.dumps(task, ensure_ascii=False) + "\n")
+        self.process.stdin.flush()
+
+    def receive(self) -> dict | None:
+        """The finished task's result, or None if the worker died."""
+        line = self.process.stdout.readline()
+        try:
+            return json.loads(line) if line else None
+        except json.JSONDecodeError:  # cut short: the worker died while answering
+            return None
+
+    def stop(self, kill: bool = False) -> None:
+        if not kill:
+            try:
+                self.process.stdin.close()
+                self.process.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                kill = True
+        if kill and self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.process.wait()
+        self.log.close()
+
+
+@dataclass
+class Pool:
+    """Grade ``tasks`` on ``jobs`` workers; ``done(task, result)`` is called in this process."""
+
+    jobs: int
+    logs: Path
+    limit_s: float
+    done: Callable[[dict, dict], None]
+    started: Callable[[dict], None] = lambda task: None
+    _workers: list[Worker] = field(default_factory=list)
+    _spawned: int = 0
+
+    def run(self, tasks: list[dict]) -> None:
+        pending = deque(tasks)
+        selector = selectors.DefaultSelector()
+        try:
+            while pending or any(w.task for w in self._workers):
+                self._dispatch(pending, selector)
+                self._collect(selector, pending)
+        finally:
+            for worker in self._workers:
+                worker.stop(kill=worker.task is not None)
+            selector.close()
+
+    def _spawn(self, selector: selectors.BaseSelector) -> Worker:
+        self._spawned += 1
+        worker = Worker(self.logs / f"worker-{self._spawned}.log")
+        selector.register(worker.process.stdout, selectors.EVENT_READ, worker)
+        self._workers.append(worker)
+        return worker
+
+    def _replace(self, worker: Worker, selector: selectors.BaseSelector) -> None:
+        selector.unregister(worker.process.stdout)
+        self._workers.remove(worker)
+        worker.stop(kill=True)
+
+    def _dispatch(self, pending: deque, selector: selectors.BaseSelector) -> None:
+        while pending:
+            idle = next((w for w in self._workers if w.task is None), None)
+            if idle is None and len(self._workers) < self.jobs:
+                idle = self._spawn(selector)
+            if idle is None:
+                return
+            task = pending.popleft()
+            if not task.get("retried"):
+                self.started(task)
+            idle.send(task)
+
+    def _collect(self, selector: selectors.BaseSelector, pending: deque) -> None:
+        busy = [w for w in self._workers if w.task]
+        wait = min(w.started + self.limit_s - time.monotonic() for w in busy)
+        for key, _ in selector.select(timeout=max(0.05, wait)):
+            worker: Worker = key.data
+            task, result = worker.task, worker.receive()
+            worker.task = None
+            if result is None:
+                self._replace(worker, selector)
+                if not task.get("retried"):
+                    pending.appendleft({**task, "retried": True})
+                    continue
+                result = {"work": task["work"], "status": "not graded", "notes": [
+                    "the grading process crashed twice on this submission"]}
+            self.done(task, result)
+        now = time.monotonic()
+        for worker in [w for w in self._workers if w.task and now - w.started > self.limit_s]:
+            task = worker.task
+            self._replace(worker, selector)
+            self.done(task, {"work": task["work"], "status": "timed out", "notes": [
+                f"grading took longer than {self.limit_s:.0f} s in all and was stopped"]})
+
+
+class Progress:
+    """``[#####-----] 12/30 graded, 2 running, 0:45 elapsed, ~1:10 left`` on one line of a
+    terminal (redrawn), or one line per finished submission when writing to a file or pipe."""
+
+    def __init__(self, total: int, done: int = 0, stream: TextIO | None = None, width: int = 30):
+        self.total, self.done, self.running = total, done, 0
+        self.stream, self.width = stream or sys.stderr, width
+        self.first_done, self.start = done, time.monotonic()
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+
+    def begin(self, label: str) -> None:
+        self.running += 1
+        if self.tty:
+            self._draw(f"grading {label}")
+
+    def end(self, label: str, outcome: str) -> None:
+        self.running, self.done = max(0, self.running - 1), self.done + 1
+        self._draw(f"{label}: {outcome}", final=not self.tty)
+
+    def close(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+    def _draw(self, message: str, final: bool = False) -> None:
+        share = self.done / self.total if self.total else 1.0
+        filled = round(self.width * share)
+        elapsed = time.monotonic() - self.start
+        finished_here = self.done - self.first_done
+        left = elapsed / finished_here * (self.total - self.done) if finished_here else None
+        eta = f", ~{_clock(left)} left" if left is not None and self.done < self.total else ""
+        line = (f"[{'#' * filled}{'-' * (self.width - filled)}] {self.done}/{self.total} graded, "
+                f"{self.running} running, {_clock(elapsed)} elapsed{eta}  {message}")
+        if self.tty:
+            columns = os.get_terminal_size(self.stream.fileno()).columns
+            self.stream.write("\r" + line[:columns - 1].ljust(columns - 1))
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 60}:{seconds % 60:02d}"

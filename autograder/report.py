@@ -1,0 +1,167 @@
+"""What the grader tells people: notes read off a graded notebook, the note box on each feedback
+page, pages for submissions nbgrader could not grade, grades.csv and the cohort summary."""
+
+from __future__ import annotations
+
+import csv
+import html
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .repair import kind
+from .sandbox import DIED_ENAME, DROPPED_MARK, NOT_RUN_ENAME, TIMEOUT_ENAME
+
+BASE_COLUMNS = ["student", "assignment", "score", "max_score", "auto_score", "max_auto_score",
+                "needs_manual_grade", "status"]
+EXTRA_COLUMNS = ["lms_id", "late", "submitted", "notes"]
+
+
+@dataclass
+class GradeRow:
+    """One student's result on one assignment (``questions``: grade id → points)."""
+
+    student: str
+    assignment: str
+    score: float = 0.0
+    max_score: float = 0.0
+    auto_score: float = 0.0
+    max_auto_score: float = 0.0
+    needs_manual_grade: bool = False
+    status: str = "graded"
+    questions: dict[str, float | None] = field(default_factory=dict)
+    lms_id: str = ""
+    late: bool = False
+    submitted: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+def cell_notes(notebook: dict, scores: dict[str, float | None], timeout: int,
+               memory_mb: int) -> list[str]:
+    """A sentence for every cell of a graded notebook that met one of the hardening cases."""
+    notes = []
+    for number, cell in enumerate(notebook.get("cells", []), 1):
+        if cell.get("cell_type") != "code":
+            continue
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        grade_id = meta.get("grade_id")
+        label = f"{kind(cell)} cell {grade_id}" if grade_id else f"cell {number}"
+        outputs = cell.get("outputs", [])
+        errors = [o for o in outputs if o.get("output_type") == "error"]
+        explained = [_explain(o, timeout, memory_mb) for o in errors]
+        notes += [f"{label}: {text}" for text in dict.fromkeys(explained) if text]
+        marks = [_text(o).strip() for o in outputs if o.get("output_type") == "stream"]
+        notes += [f"{label}: {mark[len(DROPPED_MARK):-1]}" for mark in marks
+                  if mark.startswith(DROPPED_MARK)]
+        stderr = [o for o in outputs if o.get("output_type") == "stream"
+                  and o.get("name") == "stderr"]
+        if meta.get("grade") and not meta.get("solution") and not errors and stderr \
+                and scores.get(grade_id) == 0:
+            first = _text(stderr[0]).strip().splitlines()[0][:80] if _text(stderr[0]).strip() \
+                else ""
+            notes.append(f"{label}: its checks passed, but it wrote to stderr ({first!r}), and "
+                         "nbgrader scores any stderr output in a test cell as a failure "
+                         "(library warnings are exempt; print(..., file=sys.stderr) is not)")
+    return notes
+
+
+def _explain(output: dict, timeout: int, memory_mb: int) -> str | None:
+    ename, evalue = output.get("ename", ""), output.get("evalue", "")
+    if ename == TIMEOUT_ENAME:
+        if "did not stop" in evalue:
+            return (f"ran past the {timeout} s limit per cell and ignored the interrupt; the "
+                    "kernel was restarted and the notebook run again without this cell")
+        return f"ran past the {timeout} s limit per cell (an endless loop?) and was interrupted"
+    if ename == DIED_ENAME:
+        found = re.search(r"\((.*)\)\.", evalue)
+        how = f" ({found.group(1)})" if found else ""
+        return (f"the kernel died here{how}; the notebook was run again without this cell, so "
+                "whatever it defines is missing")
+    if ename.endswith("MemoryError"):
+        limit = f"{memory_mb} MB" if memory_mb else "the machine's memory"
+        return f"ran out of memory ({ename}): a notebook may use at most {limit}"
+    if ename == "SystemExit":
+        return "called sys.exit(); that stopped this cell only, the rest of the notebook ran"
+    if ename == "ReferenceUnavailable":
+        return ("the function under test called tinyprof's own implementation, which the hidden "
+                "tests switch off: no points for this test")
+    if ename == NOT_RUN_ENAME:
+        return evalue
+    return None
+
+
+def _text(output: dict) -> str:
+    text = output.get("text", "")
+    return "".join(text) if isinstance(text, list) else str(text)
+
+
+def notes_box(notes: list[str]) -> str:
+    """An HTML box listing the grader's notes, for the top of a feedback page."""
+    items = "".join(f"<li>{html.escape(note)}</li>" for note in notes)
+    return ('<div id="grader-notes" style="border:2px solid #b35900;background:#fff4e5;'
+            'padding:0.5em 1em;margin:1em auto;max-width:60em;font-family:sans-serif">'
+            f"<h2>Notes from the grader</h2><ul>{items}</ul></div>")
+
+
+def add_notes(page: Path, notes: list[str]) -> None:
+    """Put the notes box at the top of an nbgrader feedback page."""
+    if not notes:
+        return
+    text = page.read_text(encoding="utf-8")
+    found = re.search(r"<body[^>]*>", text)
+    at = found.end() if found else 0
+    page.write_text(text[:at] + notes_box(notes) + text[at:], encoding="utf-8")
+
+
+def failure_page(page: Path, row: GradeRow, notebook: str, notes: list[str]) -> None:
+    """A feedback page for a submission that could not be graded, saying why."""
+    page.parent.mkdir(parents=True, exist_ok=True)
+    title = html.escape(f"{row.assignment}/{notebook} — {row.student}")
+    page.write_text(
+        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{title}</title></head>'
+        f"<body><h1>{title}</h1>{notes_box(notes)}<p>Score: {row.score:g} of "
+        f"{row.max_score:g} ({html.escape(row.status)}).</p></body></html>\n", encoding="utf-8")
+
+
+def question_columns(rows: list[GradeRow], order: list[str]) -> list[str]:
+    """Grade ids in course order (``order``), then any others alphabetically."""
+    present = {q for row in rows for q in row.questions}
+    return [q for q in order if q in present] + sorted(present - set(order))
+
+
+def write_grades(rows: list[GradeRow], path: Path, order: list[str] = ()) -> None:
+    """grades.csv: the base columns, one column per graded question (its nbgrader grade id),
+    then the LMS id, whether the LMS marked it late, the file graded, and the grader's notes."""
+    questions = question_columns(rows, list(order))
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(BASE_COLUMNS + questions + EXTRA_COLUMNS)
+        for row in sorted(rows, key=lambda r: (r.assignment, r.student)):
+            writer.writerow([
+                row.student, row.assignment, _fmt(row.score), _fmt(row.max_score),
+                _fmt(row.auto_score), _fmt(row.max_auto_score),
+                "yes" if row.needs_manual_grade else "no", row.status,
+                *(_fmt(row.questions.get(q)) for q in questions),
+                row.lms_id, "yes" if row.late else "no", row.submitted, " | ".join(row.notes)])
+
+
+def _fmt(value: float | None) -> str:
+    return "" if value is None else f"{value:g}"
+
+
+def summary(rows: list[GradeRow], problems: list[str], out: Path) -> str:
+    """The cohort in a few lines: counts and mean scores per assignment, then every problem."""
+    lines = [f"{len(rows)} submission(s) of {len({r.student for r in rows})} student(s) "
+             f"into {out}"]
+    for assignment in sorted({r.assignment for r in rows}):
+        mine = [r for r in rows if r.assignment == assignment]
+        graded = [r for r in mine if r.status == "graded"]
+        mean = sum(r.auto_score for r in graded) / len(graded) if graded else 0.0
+        other = ", ".join(f"{sum(r.status == s for r in mine)} {s}"
+                          for s in sorted({r.status for r in mine} - {"graded"}))
+        lines.append(f"  {assignment}: {len(graded)} graded, mean autograded score {mean:.2f} / "
+                     f"{max((r.max_auto_score for r in mine), default=0):g}"
+                     + (f"; {other}" if other else ""))
+    lines.append(f"{len(problems)} problem(s)" + (":" if problems else ""))
+    lines += [f"  - {problem}" for problem in problems]
+    return "\n".join(lines) + "\n"

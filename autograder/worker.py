@@ -1,0 +1,142 @@
+"""Grade one submission with real nbgrader in a private course folder and gradebook shard.
+
+A task (a JSON object) names the student, the assignment, the notebook files, a fresh work
+folder and the template gradebook (the cohort's gradebook with the assignments registered and no
+submissions). The work folder becomes a one-submission nbgrader course: its gradebook starts as
+a copy of the template, so its assignment and cell rows carry the same ids as the cohort's and
+the parent can merge the result (see gradebook.merge). Nothing here writes outside the work
+folder, so any number of workers can run at once.
+
+``python -m autograder.worker PARENT_PID`` reads tasks from stdin and answers each with one line
+of JSON on stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import sys
+import time
+import traceback
+import warnings
+from pathlib import Path
+
+from . import course
+from .intake import read_notebook
+from .launcher import die_with_parent
+from .repair import repair
+from .report import cell_notes
+
+
+def configure(work: Path, timeout: int, memory_mb: int):
+    """The course config pointed at ``work``, with the hardened Execute in the pipeline."""
+    from nbconvert.preprocessors import ClearMetadataPreprocessor
+    from nbgrader.preprocessors import (
+        AssignLatePenalties,
+        CheckCellMetadata,
+        IgnorePattern,
+        LimitOutput,
+        SaveAutoGrades,
+    )
+
+    from .sandbox import GraderExecute
+
+    config = course.load_config(root=str(work), source_directory=str(course.SOLUTIONS),
+                                db_url=f"sqlite:///{work / 'gradebook.db'}")
+    config.Execute.timeout = timeout
+    config.GraderExecute.memory_mb = memory_mb
+    config.Autograde.autograde_preprocessors = [
+        GraderExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
+        AssignLatePenalties, CheckCellMetadata]
+    return config
+
+
+def grade_task(task: dict) -> dict:
+    """Autograde and write feedback for one submission; return scores, notes and status."""
+    work, student, assignment = Path(task["work"]), task["student"], task["assignment"]
+    shutil.rmtree(work, ignore_errors=True)
+    submitted = work / "submitted" / student / assignment
+    submitted.mkdir(parents=True)
+    shutil.copy(task["template"], work / "gradebook.db")
+    notes = list(task.get("notes", []))
+    for name, path in task["notebooks"].items():
+        notebook, why = read_notebook(Path(path))
+        if notebook is None:
+            notes.append(f"{name}: {why}; it counts as not handed in")
+            continue
+        release = _load(Path(task["release"]) / assignment / name)
+        fixed, fixes = repair(notebook, release, _load(course.SOLUTIONS / assignment / name))
+        notes += fixes
+        (submitted / name).write_text(json.dumps(fixed, ensure_ascii=False), encoding="utf-8")
+    result = {"work": str(work), "status": "graded", "notes": notes}
+    with course.preserve_cwd():
+        nbgrader = course.api(configure(work, task["timeout"], task["memory_mb"]))
+        graded = nbgrader.autograde(assignment, student, force=True, create=True)
+        if not graded["success"]:
+            return {**result, "status": "not graded", "notes": notes + [
+                f"nbgrader could not grade it: {_cause(graded)}"]}
+        feedback = nbgrader.generate_feedback(assignment, student, force=True)
+    if not feedback["success"]:
+        notes.append(f"no feedback page: {_cause(feedback)}")
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{work / 'gradebook.db'}", course.COURSE_ID) as gradebook:
+        result.update(scores(gradebook, student, assignment))
+    for path in sorted((work / "autograded" / student / assignment).glob("*.ipynb")):
+        notes += cell_notes(_load(path), result["questions"], task["timeout"], task["memory_mb"])
+    return result
+
+
+def scores(gradebook, student: str, assignment: str) -> dict:
+    """A submission's totals and per-question points (None: awaiting a manual grade)."""
+    submission = gradebook.find_submission(assignment, student)
+    questions = {grade.name: None if grade.needs_manual_grade else grade.score
+                 for notebook in submission.notebooks for grade in notebook.grades}
+    return {"score": submission.score, "max_score": submission.max_score,
+            "auto_score": submission.code_score, "max_auto_score": submission.max_code_score,
+            "needs_manual_grade": bool(submission.needs_manual_grade), "questions": questions}
+
+
+def _load(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _cause(result: dict) -> str:
+    """The exception behind a failed nbgrader call (its own wrapper exceptions skipped)."""
+    text = "\n".join(filter(None, (result.get("log"), result.get("error"))))
+    return _last_line(text, r"^\s*[\w.]*(Error|Exception|Exit|Interrupt)\b(?<!NbGraderException)")
+
+
+def _last_line(text: str | None, pattern: str = "") -> str:
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    chosen = [line for line in lines if re.search(pattern, line)] if pattern else lines
+    return (chosen or lines or ["unknown error"])[-1]
+
+
+def serve(parent_pid: int) -> None:
+    """Answer tasks from stdin, one JSON line each, until stdin closes."""
+    die_with_parent(parent_pid)
+    warnings.filterwarnings("ignore", module="nbgrader")  # SQLAlchemy 2 noise, grades unaffected
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+    answers = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)  # whatever nbgrader or a library prints goes to the log, not to the parent
+    course.ensure_tools_on_path()
+    for line in sys.stdin:
+        task = json.loads(line)
+        start = time.perf_counter()
+        try:
+            result = grade_task(task)
+        except Exception:  # noqa: BLE001 - reported to the parent, which carries on
+            result = {"work": task["work"], "status": "not graded", "notes": [
+                f"the grader failed on it: {_last_line(traceback.format_exc())}"]}
+            traceback.print_exc()
+        result["seconds"] = round(time.perf_counter() - start, 3)
+        answers.write(json.dumps(result, ensure_ascii=False) + "\n")
+        answers.flush()
+
+
+if __name__ == "__main__":
+    serve(int(sys.argv[1]) if len(sys.argv) > 1 else 0)

@@ -1,0 +1,122 @@
+"""Grading cost, measured side by side in one run.
+
+1. One chapter-01 notebook (every exercise solved): bare nbclient execution, against nbgrader's
+   autograde plus feedback as a worker runs them (hardened Execute, memory limit), against a
+   whole ``grade()`` of a one-submission cohort (intake, gradebook, worker start, merge).
+2. A cohort of N submissions (default 30: solved, partly solved and untouched notebooks), graded
+   with ``--jobs 1`` and with ``--jobs J``: wall time, speedup, and whether grades.csv is
+   byte-identical.
+
+Run: ``.venv/bin/python benchmarks/bench_grading.py [--cohort 30] [--jobs 2] [--repeat 3]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from autograder import course, samples  # noqa: E402
+from autograder.grade import Settings, grade  # noqa: E402
+from autograder.gradebook import prepare  # noqa: E402
+from autograder.worker import grade_task  # noqa: E402
+
+
+def timed(action, *args, **kwargs) -> float:
+    start = time.perf_counter()
+    action(*args, **kwargs)
+    return time.perf_counter() - start
+
+
+def bare_nbclient(notebook: bytes, folder: Path) -> None:
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.reads(notebook.decode(), as_version=4)
+    NotebookClient(nb, timeout=60, allow_errors=True, kernel_name="python3",
+                   resources={"metadata": {"path": str(folder)}}).execute()
+
+
+def one_notebook(scratch: Path, repeat: int) -> dict[str, float]:
+    notebook = samples.notebook(samples.solutions())
+    single = scratch / "single" / "ada" / samples.CHAPTER
+    single.mkdir(parents=True)
+    (single / samples.NOTEBOOK).write_bytes(notebook)
+    out = scratch / "prepared"
+    out.mkdir()
+    template = prepare(out, [samples.CHAPTER])
+    task = {"student": "ada", "assignment": samples.CHAPTER, "work": str(scratch / "task"),
+            "notebooks": {samples.NOTEBOOK: str(single / samples.NOTEBOOK)}, "notes": [],
+            "template": str(template), "release": str(out / "release"), "timeout": 60,
+            "memory_mb": 2048}
+    times: dict[str, list[float]] = {"bare nbclient execution": [],
+                                     "nbgrader autograde + feedback": [],
+                                     "grade() of a 1-submission cohort": []}
+    for i in range(repeat):
+        times["bare nbclient execution"].append(timed(bare_nbclient, notebook, single))
+        times["nbgrader autograde + feedback"].append(timed(grade_task, task))
+        times["grade() of a 1-submission cohort"].append(timed(
+            grade, scratch / "single", scratch / f"one-{i}", progress=False))
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def cohort(scratch: Path, size: int) -> Path:
+    kinds = {"solved": samples.notebook(samples.solutions()),
+             "partial": samples.notebook(samples._partial()), "blank": samples.notebook({})}
+    root = scratch / "cohort"
+    for i in range(size):
+        kind = list(kinds)[i % len(kinds)]
+        folder = root / f"student{i:03d}_{kind}" / samples.CHAPTER
+        folder.mkdir(parents=True)
+        (folder / samples.NOTEBOOK).write_bytes(kinds[kind])
+    return root
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cohort", type=int, default=30)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    course.ensure_tools_on_path()
+    warnings.filterwarnings("ignore", module="nbgrader")  # SQLAlchemy 2 noise
+    print(f"machine: {os.cpu_count()} CPUs; Python {sys.version.split()[0]}")
+    with tempfile.TemporaryDirectory(prefix="bench-grading-") as tmp:
+        scratch = Path(tmp)
+        single = one_notebook(scratch, args.repeat)
+        bare = single["bare nbclient execution"]
+        print(f"\none chapter-01 notebook, median of {args.repeat}:")
+        for name, seconds in single.items():
+            print(f"  {name:34s} {seconds:6.2f} s   {seconds / bare:5.2f}× bare")
+        root = cohort(scratch, args.cohort)
+        walls, tables = {}, {}
+        for jobs in (1, args.jobs):
+            out = scratch / f"jobs{jobs}"
+            walls[jobs] = timed(grade, root, out, jobs=jobs, progress=False,
+                                settings=Settings())
+            tables[jobs] = (out / "grades.csv").read_text(encoding="utf-8")
+            shutil.rmtree(out / "autograded")
+        rows = len(tables[1].splitlines()) - 1
+        print(f"\ncohort of {args.cohort} submissions ({rows} rows in grades.csv):")
+        for jobs, wall in walls.items():
+            print(f"  --jobs {jobs}: {wall:6.1f} s   {wall / args.cohort:5.2f} s per submission   "
+                  f"speedup {walls[1] / wall:4.2f}×")
+        same = tables[1] == tables[args.jobs]
+        print(f"  grades.csv identical for --jobs 1 and --jobs {args.jobs}: {same}")
+        scores = Counter(row["score"] for row in csv.DictReader(io.StringIO(tables[1])))
+        print("  scores: " + ", ".join(f"{n} × {s}" for s, n in sorted(scores.items())))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,135 @@
+"""The grader's own limits: the wall-clock limit of a whole submission, a clean stop on SIGTERM,
+and one grader per output folder."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from chapters import REPO
+
+from autograder import samples
+from autograder.grade import Settings, grade
+from autograder.gradebook import merge
+
+
+def _cohort(root: Path, students: list[str]) -> Path:
+    for student in students:
+        folder = root / student / samples.CHAPTER
+        folder.mkdir(parents=True)
+        (folder / samples.NOTEBOOK).write_bytes(samples.notebook(samples.solutions()))
+    return root
+
+
+def _leftovers(out: Path) -> list[str]:
+    """Processes (workers, kernels) still working under ``out``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and os.readlink(proc / "cwd").startswith(str(out)):
+                found.append(proc.name)
+        except OSError:
+            continue
+    return found
+
+
+@pytest.fixture(scope="module")
+def twice(tmp_path_factory):
+    """Ada's solved notebook graded with a 1 s limit for the whole submission, then again."""
+    tmp = tmp_path_factory.mktemp("limits")
+    cohort, out = _cohort(tmp / "in", ["ada"]), tmp / "out"
+    first = grade(cohort, out, progress=False,
+                  settings=Settings(timeout=5, memory_mb=512, submission_limit_s=1))
+    leftovers = _leftovers(out)
+    page = (out / "feedback" / "ada" / samples.CHAPTER / "parameters.html").read_text()
+    second = grade(cohort, out, progress=False, settings=Settings(5, 512))
+    return out, first, leftovers, page, second
+
+
+def test_a_submission_over_the_wall_clock_limit_is_stopped_then_retried(twice):
+    _, (rows, problems), leftovers, page, (again, problems_again) = twice
+    assert [(r.student, r.status, r.score) for r in rows] == [("ada", "timed out", 0)]
+    assert problems == ["ada/01_parameters: grading took longer than 1 s in all and was stopped"]
+    assert "grading took longer than 1 s in all" in page
+    assert leftovers == []
+    assert [(r.student, r.status, r.auto_score) for r in again] == [("ada", "graded", 10)]
+    assert problems_again == []
+
+
+def test_the_merge_takes_only_what_autograding_writes(twice, tmp_path):
+    """Student code could write a manual score into its own shard; it must not count."""
+    out = twice[0]
+    shard = tmp_path / "shard.db"
+    shutil.copy(out / "gradebook.db", shard)
+    with sqlite3.connect(shard) as db:
+        db.execute("update grade set manual_score = 99, extra_credit = 5")
+        db.execute("update comment set manual_comment = 'excellent'")
+    merge(out / "gradebook.db", shard, "ada", samples.CHAPTER)
+    with sqlite3.connect(out / "gradebook.db") as db:
+        grades = db.execute("select manual_score, extra_credit, auto_score from grade").fetchall()
+        comments = db.execute("select manual_comment from comment").fetchall()
+    assert {g[:2] for g in grades} == {(None, None)}
+    assert sorted(g[2] for g in grades if g[2] is not None) == [2.0] * 5
+    assert set(comments) == {(None,)}
+
+
+def test_sigterm_stops_the_grader_and_its_workers(tmp_path):
+    cohort, out = _cohort(tmp_path / "in", ["ada", "bob", "cy"]), tmp_path / "out"
+    grader = subprocess.Popen(
+        [sys.executable, "-m", "autograder", "grade", str(cohort), "--out", str(out),
+         "--timeout", "5", "--memory", "512"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    journal = out / "journal.jsonl"
+    while not (journal.exists() and journal.read_text().count("\n") >= 1):
+        assert grader.poll() is None, grader.communicate()
+        time.sleep(0.1)
+    grader.send_signal(signal.SIGTERM)
+    _, stderr = grader.communicate(timeout=60)
+    assert grader.returncode == 130
+    assert "interrupted: stopped by SIGTERM; finished submissions are kept" in stderr
+    time.sleep(0.5)
+    assert _leftovers(out) == []
+
+
+def test_a_worker_killed_mid_submission_is_replaced_and_the_submission_graded(tmp_path):
+    cohort, out = _cohort(tmp_path / "in", ["ada"]), tmp_path / "out"
+    result = {}
+    thread = threading.Thread(target=lambda: result.update(rows=grade(
+        cohort, out, progress=False, settings=Settings(5, 512))[0]))
+    thread.start()
+    mark = f"autograder.worker {os.getpid()}".encode()
+    killed = None
+    while killed is None and thread.is_alive():
+        for proc in Path("/proc").iterdir():
+            try:
+                if proc.name.isdigit() and mark in (proc / "cmdline").read_bytes().replace(b"\0",
+                                                                                         b" "):
+                    os.kill(int(proc.name), signal.SIGKILL)
+                    killed = proc.name
+            except OSError:
+                continue
+        time.sleep(0.05)
+    thread.join(timeout=300)
+    assert killed, "the worker was never seen"
+    assert [(r.status, r.auto_score) for r in result["rows"]] == [("graded", 10)]
+    assert (out / "journal.jsonl").read_text().count("\n") == 1
+    assert sorted(p.name for p in (out / "work").glob("worker-*.log")) == ["worker-1.log",
+                                                                            "worker-2.log"]
+
+
+def test_one_grader_per_output_folder(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    with open(out / ".grading.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with pytest.raises(RuntimeError, match="is being graded by another process"):
+            grade(tmp_path, out, progress=False)
