@@ -24,11 +24,13 @@ def format_bytes(n: float) -> str:
 
 
 def format_seconds(t: float) -> str:
-    """The largest unit that keeps the number ≥ 1: 0.00123 → '1.23 ms'."""
+    """Three significant digits in the largest unit that keeps the number ≥ 1:
+    0.00123 → '1.23 ms'; 0.0009996 rounds to '1 ms', not '1e+03 µs'."""
     for unit, scale in TIME_UNITS:
-        if abs(t) >= scale:
-            return f"{t / scale:.3g} {unit}"
-    return f"{t / 1e-9:.3g} ns"
+        shown = float(f"{t / scale:.3g}")
+        if abs(shown) >= 1:
+            return f"{shown:g} {unit}"
+    return f"{float(f'{t / 1e-9:.3g}'):g} ns"
 
 
 def format_count(n: float) -> str:
