@@ -24,7 +24,7 @@ import traceback
 import warnings
 from pathlib import Path
 
-from . import course
+from . import course, zmqpoll
 from .intake import read_notebook
 from .launcher import die_with_parent
 from .repair import repair
@@ -124,6 +124,7 @@ def serve(parent_pid: int) -> None:
     answers = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)  # whatever nbgrader or a library prints goes to the log, not to the parent
     course.ensure_tools_on_path()
+    zmqpoll.install()
     for line in sys.stdin:
         task = json.loads(line)
         start = time.perf_counter()
