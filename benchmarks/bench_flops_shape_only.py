@@ -10,44 +10,15 @@ Run: ``python benchmarks/bench_flops_shape_only.py``
 
 from __future__ import annotations
 
-import time
-import tracemalloc
-from typing import Callable
-
 import numpy as np
 
-from tinyprof import count_parameters, models
+from tinyprof import count_parameters, measure_memory, models
 from tinyprof.flops import count_flops
+from tinyprof.roofline import best_seconds
 from tinyprof.units import format_bytes, format_si
 
 INPUT_SHAPE = (1, 1024)
 REPEATS = 5
-
-
-def best_seconds(fn: Callable[[], object], repeats: int = REPEATS) -> float:
-    """Shortest wall time of ``repeats`` calls (the least disturbed by a busy machine)."""
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
-def traced_peak(fn: Callable[[], object]) -> int:
-    """Peak bytes traced by tracemalloc while ``fn`` runs (numpy buffers included)."""
-    was_tracing = tracemalloc.is_tracing()
-    if not was_tracing:
-        tracemalloc.start()
-    tracemalloc.reset_peak()
-    base, _ = tracemalloc.get_traced_memory()
-    try:
-        fn()
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        if not was_tracing:
-            tracemalloc.stop()
-    return peak - base
 
 
 def main() -> None:
@@ -62,11 +33,11 @@ def main() -> None:
         return (count_flops(model, INPUT_SHAPE), count_flops(model, INPUT_SHAPE, backward=True))
 
     forward, backward = count_both()
-    build_s = best_seconds(build)
-    count_s = best_seconds(lambda: count_flops(model, INPUT_SHAPE))
-    peak_build = traced_peak(build)
-    peak_count = traced_peak(count_both)
-    peak_all = traced_peak(lambda: count_flops(build(), INPUT_SHAPE))
+    build_s = best_seconds(build, REPEATS)
+    count_s = best_seconds(lambda: count_flops(model, INPUT_SHAPE), REPEATS)
+    peak_build = measure_memory(build).peak_bytes
+    peak_count = measure_memory(count_both).peak_bytes
+    peak_all = measure_memory(lambda: count_flops(build(), INPUT_SHAPE)).peak_bytes
 
     print(f"GPT-2 XL (shape_only=True) on {INPUT_SHAPE} token ids")
     print(f"  parameters              {params:,}  ({format_bytes(weight_bytes)} as float32)")

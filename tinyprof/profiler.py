@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .flops import count_flops
-from .memory import random_input, training_memory
+from .memory import TrainingMemory, random_input, training_memory
 from .nn.module import Module
 from .params import count_parameters, parameter_bytes
 from .roofline import machine_peaks
@@ -64,19 +64,17 @@ class Profiler:
         memory_efficiency:    (parameters + activations) / peak: the share of the peak that is
                               not short-lived temporaries.
         """
-        memory = self._memory(model, random_input(model, input_shape))
-        del memory["_step"]
-        return memory
+        return self._memory(model, random_input(model, input_shape))[0]
 
-    def _memory(self, model: Module, x: np.ndarray) -> dict[str, Any]:
+    def _memory(self, model: Module, x: np.ndarray) -> tuple[dict[str, float], TrainingMemory]:
+        """The classic memory keys, and the measured training step they come from."""
         step = training_memory(model, x, optimizer="sgd")
         params = step.parameters.measured_bytes
         activations = step.activations.measured_bytes
         peak = params + step.forward_peak_bytes
         return {"parameter_memory_mb": params / MB, "activation_memory_mb": activations / MB,
                 "peak_memory_mb": peak / MB,
-                "memory_efficiency": min((params + activations) / peak, 1.0),
-                "_step": step}
+                "memory_efficiency": min((params + activations) / peak, 1.0)}, step
 
     def measure_latency(self, model: Module, input_tensor: np.ndarray, warmup: int = 10,
                         iterations: int = 100) -> float:
@@ -93,16 +91,16 @@ class Profiler:
         """
         flops = count_flops(model, tuple(input_tensor.shape))
         seconds = measure_latency(model, input_tensor, warmup=5, iterations=20).median
-        memory = self._memory(model, input_tensor)
-        bytes_moved = (memory["_step"].parameters.measured_bytes + input_tensor.nbytes
-                       + memory["_step"].activations.measured_bytes)
+        memory, step = self._memory(model, input_tensor)
+        bytes_moved = (step.parameters.measured_bytes + input_tensor.nbytes
+                       + step.activations.measured_bytes)
         intensity = flops / bytes_moved
         peaks = machine_peaks()
         achieved = flops / seconds
         bound = peaks.bound(intensity)
         return {
             "parameters": count_parameters(model), "flops": flops, "latency_ms": seconds * 1e3,
-            **{k: v for k, v in memory.items() if not k.startswith("_")},
+            **memory,
             "gflops_per_second": achieved / 1e9,
             "memory_bandwidth_mbs": bytes_moved / seconds / MB,
             "arithmetic_intensity": intensity,
@@ -131,8 +129,7 @@ class Profiler:
             forward_s = measure_latency(model, input_tensor, warmup=3, iterations=20).median
             step_s = measure_latency(forward_and_backward, warmup=3, iterations=20).median
         backward_s = max(step_s - forward_s, 0.0)
-        memory = self._memory(model, input_tensor)
-        step = memory["_step"]
+        memory, step = self._memory(model, input_tensor)
         gradients = step.gradients.measured_bytes
         total = step.parameters.measured_bytes + step.activations.measured_bytes + gradients
         peaks = machine_peaks()

@@ -43,8 +43,9 @@ class MachinePeaks:
                 f"{self.ridge_intensity:.1f} FLOPs/byte")
 
 
-def _best_seconds(fn, repeats: int) -> float:
-    """The fastest of ``repeats`` timed calls: peaks are what the machine *can* do."""
+def best_seconds(fn, repeats: int = 5) -> float:
+    """The fastest of ``repeats`` timed calls after one untimed call: the run least disturbed by
+    a busy machine, and for peaks what the machine *can* do."""
     fn()
     times = []
     for _ in range(repeats):
@@ -59,7 +60,7 @@ def measure_peak_flops(n: int = 1024, repeats: int = 5) -> float:
     rng = np.random.default_rng(0)
     a = rng.standard_normal((n, n), dtype=np.float32)
     b = rng.standard_normal((n, n), dtype=np.float32)
-    return 2.0 * n**3 / _best_seconds(lambda: a @ b, repeats)
+    return 2.0 * n**3 / best_seconds(lambda: a @ b, repeats)
 
 
 def measure_bandwidth(nbytes: int = 64 * 2**20, repeats: int = 5) -> float:
@@ -67,7 +68,7 @@ def measure_bandwidth(nbytes: int = 64 * 2**20, repeats: int = 5) -> float:
     (one read, one write) over the fastest of ``repeats``."""
     src = np.ones(nbytes // 4, dtype=np.float32)
     dst = np.empty_like(src)
-    return 2.0 * src.nbytes / _best_seconds(lambda: np.copyto(dst, src), repeats)
+    return 2.0 * src.nbytes / best_seconds(lambda: np.copyto(dst, src), repeats)
 
 
 @lru_cache(maxsize=1)
