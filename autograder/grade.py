@@ -35,6 +35,7 @@ from typing import Iterator
 from . import course
 from .gradebook import merge, prepare
 from .intake import Submission, collect
+from .integrity import flag_notes, task_flags
 from .pool import Pool, Progress
 from .report import GradeRow, add_notes, failure_page, summary, write_grades
 
@@ -212,6 +213,8 @@ def _finish(task: Task, result: dict, out: Path) -> GradeRow:
     work = Path(result["work"])
     row = _base_row(task, out)
     row.status, row.notes = result["status"], result["notes"]
+    row.flags = task_flags(task.files, task.assignment,
+                           work / "autograded" / task.student / task.assignment)
     if result["status"] == "graded":
         for name in ("score", "max_score", "auto_score", "max_auto_score", "needs_manual_grade",
                      "questions"):
@@ -222,10 +225,11 @@ def _finish(task: Task, result: dict, out: Path) -> GradeRow:
             _replace_tree(work / step / task.student / task.assignment,
                           out / step / task.student / task.assignment)
         for page in (out / "feedback" / task.student / task.assignment).glob("*.html"):
-            add_notes(page, row.notes)
+            add_notes(page, flag_notes(row.flags) + row.notes)
     else:
         for f in task.files:
-            failure_page(_page(out, task, f.notebook), row, f.notebook, row.notes)
+            failure_page(_page(out, task, f.notebook), row, f.notebook,
+                         flag_notes(row.flags) + row.notes)
     shutil.rmtree(work, ignore_errors=True)
     return row
 

@@ -128,6 +128,23 @@ def runtime_flags(autograded: dict) -> list[str]:
     return list(dict.fromkeys(flags))
 
 
+def task_flags(files: list, assignment: str, autograded: Path) -> list[str]:
+    """Flags for one student's task: the static review of each submitted file (intake
+    Submissions), then what the runtime check printed in the graded notebooks."""
+    flags = []
+    for f in files:
+        if f.unreadable is not None:
+            continue
+        try:
+            flags += [str(finding) for finding in review_file(f.path, assignment, f.notebook)]
+        except Exception as err:  # noqa: BLE001 - a notebook that breaks the review is suspect
+            flags.append(f"{f.notebook}: the static review could not read it ({err!r}); "
+                         "review it by hand")
+    for path in sorted(Path(autograded).glob("*.ipynb")):
+        flags += runtime_flags(_load(path))
+    return flags
+
+
 def flag_notes(flags: list[str]) -> list[str]:
     """The sentences a feedback page and the summary show for a flagged submission."""
     return [f"FLAGGED for the instructor to review: {flag}" for flag in flags]
