@@ -34,7 +34,7 @@ from typing import Iterator
 
 from . import course
 from .gradebook import merge, prepare
-from .intake import Submission, collect
+from .intake import Submission, collect, unpacking
 from .integrity import flag_notes, task_flags
 from .pool import Pool, Progress
 from .report import GradeRow, add_notes, failure_page, summary, write_grades
@@ -99,7 +99,7 @@ def grade(submissions: Path, out: Path, *, jobs: int = 1, timeout: int | None = 
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     _mark_private(out)
-    with _exclusive(out), _signals_interrupt():
+    with _exclusive(out), _signals_interrupt(), unpacking(out / "work"):
         intake = collect(Path(submissions), out / "work", skip=out)
         tasks = _tasks(intake.submissions)
         template = prepare(out, sorted({t.assignment for t in tasks})) if tasks else None
