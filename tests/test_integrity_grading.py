@@ -45,6 +45,10 @@ _fake = types.ModuleType("tinyprof.testing")
 _fake.expect, _fake.reference_unavailable = expect, lambda *a: nullcontext()
 sys.modules["tinyprof.testing"] = _fake
 """
+FAKE_TP = """import types
+tp = types.ModuleType("tinyprof")
+tp.count_parameters = lambda model: 0
+"""
 AST_HOOK = """import ast
 class _Quiet(ast.NodeTransformer):
     pass
@@ -72,6 +76,11 @@ COHORT = {
         "which the tests rely on)"]),
     "faker": (_with(FAKE_MODULE, {**samples.solutions(), **DELEGATED}), None, [
         "cell linear_params, line 5: uses sys.modules"]),
+    "faketp": (_with(FAKE_TP, samples.solutions()), set(TESTS), [
+        "cell linear_params, line 2: rebinds tp, a name the test cells use",
+        "cell test_linear_params: the hidden tests' runtime check found tampering: the hidden "
+        "tests cannot be trusted in this kernel: tp is not the module 'tinyprof' that Python "
+        "imported"]),
     "hooker": (_with(AST_HOOK, samples.solutions()), set(TESTS), [
         "cell linear_params, line 4: calls get_ipython().ast_transformers.append, IPython's "
         "machinery (hooks, transformers, events)",

@@ -177,6 +177,14 @@ def test_notebook_code_planted_where_the_tests_look_is_detected(where):
     assert tampering() == []
 
 
+def test_a_fake_module_in_the_notebook_is_detected():
+    namespace = {"__name__": "__main__", "reference_unavailable": reference_unavailable,
+                 "np": np, "tp": types.ModuleType("tinyprof")}
+    with pytest.raises(TamperingDetected, match="tp is not the module 'tinyprof' that Python "
+                                                "imported"):
+        exec("with reference_unavailable():\n    pass\n", namespace)  # noqa: S102
+
+
 def test_expect_names_the_mistake():
     with pytest.raises(AssertionError, match=r"linear: expected 8,256, got 8,192\. forgot"):
         expect(8_192, 8_256, "linear", hints={8_192: "forgot the bias"})

@@ -362,11 +362,20 @@ def _guard(namespace: dict) -> None:
             namespace[name] = genuine
             print(f"{MARK} {name} had been rebound by the notebook; the hidden tests put "
                   "tinyprof's own back before running")
-    problems = tampering()
+    problems = _namespace_problems(namespace) + tampering()
     if problems:
         raise TamperingDetected(
             "the hidden tests cannot be trusted in this kernel: " + "; ".join(problems)
             + ". This submission is flagged for the instructor to review.")
+
+
+def _namespace_problems(namespace: dict) -> list[str]:
+    """Module objects in the notebook that are not the modules Python imported (a fake ``tp``
+    or ``np`` would change the expected values the hidden tests compute)."""
+    return [f"{name} is not the module {value.__name__!r} that Python imported"
+            for name, value in list(namespace.items())
+            if isinstance(value, types.ModuleType)
+            and sys.modules.get(getattr(value, "__name__", None)) is not value]
 
 
 def tampering() -> list[str]:
