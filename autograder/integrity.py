@@ -45,10 +45,12 @@ IPYTHON_CALLS = frozenset({"run_line_magic", "run_cell_magic", "system", "getout
 SAFE_MAGICS = frozenset({"time", "%time", "timeit", "capture", "matplotlib", "pip", "conda",
                          "prun", "who", "whos", "env", "writefile"})
 TOOLS = frozenset({"exec", "eval", "compile", "__import__"})
-TOOL_MODULES = frozenset({"builtins", "ctypes", "gc", "importlib"})
+TOOL_MODULES = frozenset({"builtins", "ctypes", "gc", "importlib", "marshal"})
 REFLECTION = frozenset({"__code__", "__globals__", "__closure__", "__defaults__",
                         "__kwdefaults__", "__builtins__", "f_globals", "f_locals", "f_back",
-                        "f_builtins", "tb_frame", "gi_frame", "cr_frame", "__subclasses__"})
+                        "f_builtins", "tb_frame", "gi_frame", "cr_frame", "__subclasses__",
+                        "__setattr__", "__delattr__", "co_filename", "FunctionType",
+                        "CodeType"})
 WRITERS = frozenset({"update", "setdefault", "pop", "popitem", "clear", "__setitem__",
                      "__delitem__"})
 FRAMES = frozenset({"currentframe", "stack", "getouterframes", "getinnerframes", "trace"})
@@ -266,7 +268,7 @@ class _Aliases:
                 if called == "getattr" and node.args:
                     node = node.args[0]
                     continue
-                return "ipython" if called == "get_ipython" or \
+                return "ipython" if called and self.names.get(called) == "ipython" or \
                     isinstance(node.func, ast.Attribute) and node.func.attr == "get_ipython" \
                     else None
             node = node.value
@@ -403,7 +405,7 @@ class _Review(ast.NodeVisitor):
             self.flag(node, f"{verb} {_dotted(node)} ({_describe(kind)})")
         elif writes and _through_class(node.value):
             self.flag(node, f"{verb} {_dotted(node)}, patching a class through its instances")
-        elif kind == "sys" and node.attr in SYS_HOOKS:
+        elif (kind == "sys" or "sys" in _chain(node.value)) and node.attr in SYS_HOOKS:
             if not self._membership(node):
                 self.flag(node, f"uses sys.{node.attr}")
         elif kind and kind.startswith("sys:") and kind[4:] in SYS_HOOKS:
@@ -422,6 +424,15 @@ class _Review(ast.NodeVisitor):
         for child in ast.iter_child_nodes(node):
             child._parent = node  # type: ignore[attr-defined]
         super().visit(node)
+
+
+def _chain(node: ast.AST) -> list[str]:
+    """The names along ``a.b.c`` (``["a", "b", "c"]``), to spot ``os.sys.modules``."""
+    names = []
+    while isinstance(node, ast.Attribute):
+        names.append(node.attr)
+        node = node.value
+    return names + [node.id] if isinstance(node, ast.Name) else names
 
 
 def _through_class(node: ast.AST) -> bool:

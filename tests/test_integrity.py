@@ -74,6 +74,11 @@ ATTACKS = {
     "exec('expect = print')\n": "line 1: calls exec(), which runs code the review cannot see",
     "type(nn.Linear(1, 1)).__init__ = None\n":
         "line 1: assigns type(nn.Linear(1, 1)).__init__, patching a class through its instances",
+    "object.__setattr__(tp.testing, 'expect', print)\n":
+        "line 1: uses .__setattr__, which reaches into code or frames",
+    "from IPython import get_ipython as g\ng().events.register('post_run_cell', print)\n":
+        "line 2: calls g().events.register, IPython's machinery (hooks, transformers, events)",
+    "import os\nos.sys.modules.pop('tinyprof.testing')\n": "line 2: uses sys.modules",
     "f = tp.count_parameters.__code__\n":
         "line 1: uses .__code__, which reaches into code or frames",
 }
