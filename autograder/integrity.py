@@ -113,21 +113,27 @@ def review(submitted: dict, release: dict, source: dict) -> list[Finding]:
 
 
 def runtime_flags(autograded: dict) -> list[str]:
-    """What the hidden tests' runtime check reported in a graded notebook."""
+    """What the hidden tests' runtime check reported in a graded notebook, one flag per
+    message with the cells it came from."""
     from tinyprof.testing import MARK
 
-    flags = []
+    cells: dict[str, list[str]] = {}
     for number, cell in enumerate(autograded.get("cells", []), 1):
         for output in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
-            label = _label(cell, number)
+            found = []
             if output.get("output_type") == "error" and output.get("ename") == RUNTIME_ERROR:
-                flags.append(f"{label}: the hidden tests' runtime check found tampering: "
-                             f"{output.get('evalue', '')}")
+                evalue = str(output.get("evalue", "")).split(". This submission is flagged")[0]
+                found.append(f"the hidden tests' runtime check found tampering: {evalue}")
             text = output.get("text", "")
             text = "".join(text) if isinstance(text, list) else str(text)
-            flags += [f"{label}: the hidden tests' runtime check: {line[len(MARK):].strip()}"
+            found += [f"the hidden tests' runtime check: {line[len(MARK):].strip()}"
                       for line in text.splitlines() if line.startswith(MARK)]
-    return list(dict.fromkeys(flags))
+            for message in found:
+                label = _label(cell, number).removeprefix("cell ")
+                if label not in cells.setdefault(message, []):
+                    cells[message].append(label)
+    return [f"{'cells' if len(labels) > 1 else 'cell'} {', '.join(labels)}: {message}"
+            for message, labels in cells.items()]
 
 
 def task_flags(files: list, assignment: str, autograded: Path) -> list[str]:

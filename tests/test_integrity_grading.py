@@ -78,14 +78,17 @@ COHORT = {
         "cell linear_params, line 5: uses sys.modules"]),
     "faketp": (_with(FAKE_TP, samples.solutions()), set(TESTS), [
         "cell linear_params, line 2: rebinds tp, a name the test cells use",
-        "cell test_linear_params: the hidden tests' runtime check found tampering: the hidden "
-        "tests cannot be trusted in this kernel: tp is not the module 'tinyprof' that Python "
-        "imported"]),
+        "cells test_linear_params, test_conv2d_params, test_attention_params, "
+        "test_count_model_parameters, test_parameter_memory_bytes: the hidden tests' runtime check "
+        "found tampering: the hidden tests cannot be trusted in this kernel: tp is not the "
+        "module 'tinyprof' that Python imported"]),
     "hooker": (_with(AST_HOOK, samples.solutions()), set(TESTS), [
         "cell linear_params, line 4: calls get_ipython().ast_transformers.append, IPython's "
         "machinery (hooks, transformers, events)",
-        "cell test_linear_params: the hidden tests' runtime check found tampering: the hidden "
-        "tests cannot be trusted in this kernel: IPython ast_transformers holds notebook code"]),
+        "cells test_linear_params, test_conv2d_params, test_attention_params, "
+        "test_count_model_parameters, test_parameter_memory_bytes: the hidden tests' runtime check "
+        "found tampering: the hidden tests cannot be trusted in this kernel: IPython "
+        "ast_transformers holds notebook code"]),
 }
 
 
