@@ -41,7 +41,7 @@ from .report import GradeRow, add_notes, failure_page, summary, write_grades
 
 __all__ = ["GradeRow", "GradingInterrupted", "Settings", "grade"]
 
-VERSION = 1  # bump when grading itself changes, so that a re-run regrades everything
+VERSION = 2  # bump when grading itself changes, so that a re-run regrades everything
 #: Outcomes a re-run keeps; "not graded" and "timed out" are tried again.
 FINAL = ("graded", "unreadable")
 MIN_MEMORY_MB = 384

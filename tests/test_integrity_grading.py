@@ -49,6 +49,9 @@ FAKE_TP = """import types
 tp = types.ModuleType("tinyprof")
 tp.count_parameters = lambda model: 0
 """
+SHADOW_TP = """import types
+tp = types.SimpleNamespace(count_parameters=lambda model: 0)
+"""
 AST_HOOK = """import ast
 class _Quiet(ast.NodeTransformer):
     pass
@@ -82,6 +85,13 @@ COHORT = {
         "test_count_model_parameters, test_parameter_memory_bytes: the hidden tests' runtime check "
         "found tampering: the hidden tests cannot be trusted in this kernel: tp is not the "
         "module 'tinyprof' that Python imported"]),
+    "shadow": (_with(SHADOW_TP, samples.solutions()), set(TESTS), [
+        "cell linear_params, line 2: rebinds tp, a name the test cells use",
+        "cells test_linear_params, test_conv2d_params, test_attention_params, "
+        "test_count_model_parameters, test_parameter_memory_bytes: the hidden tests' runtime "
+        "check found tampering: the "
+        "hidden tests cannot be trusted in this kernel: tp was rebound (the set-up cell "
+        "imported it as tinyprof)"]),
     "hooker": (_with(AST_HOOK, samples.solutions()), set(TESTS), [
         "cell linear_params, line 4: calls get_ipython().ast_transformers.append, IPython's "
         "machinery (hooks, transformers, events)",

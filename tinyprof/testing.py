@@ -16,9 +16,10 @@ caught too); tinyprof's own internals keep calling each other normally.
 
 On entry it also puts back test helpers the notebook rebound (``expect = lambda *a: None``)
 and raises TamperingDetected when notebook code was planted in tinyprof, ``builtins``,
-``sys.modules`` or IPython's hooks. That check runs after the student's code and can be lied
-to; the grader's static review of the submitted cells (autograder/integrity.py) is the one an
-instructor relies on.
+``sys.modules`` or IPython's hooks, or a module the set-up cell imported (``np``, ``tp``) was
+replaced. That check runs after the student's code and can be lied to; the grader's static
+review of the submitted cells (autograder/integrity.py) is the one an instructor relies on.
+This module cannot be reassigned (``tinyprof.testing.expect = ...`` raises AttributeError).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from typing import Any, Callable, Iterator, Mapping
 BUILDING_BLOCKS = frozenset({"__call__", "forward", "backward", "children", "own_parameters",
                              "named_modules"})
 #: Classes whose every member stays available: the parameter objects exercises read.
-OPEN_CLASSES = frozenset({"tinyprof.nn.module.Parameter", "tinyprof.nn.module.ShapeOnly"})
+OPEN_CLASSES = ("tinyprof.nn.Parameter", "tinyprof.nn.ShapeOnly")
 #: Printed by the hidden tests when they had to put a rebound helper back (the grader reads it).
 MARK = "[tinyprof integrity]"
 
@@ -114,9 +115,10 @@ def _preferred(names: list[str]) -> str:
 
 
 def _class_routes(cls: type, name: str) -> Iterator[Route]:
-    from tinyprof.nn.module import Module
+    from tinyprof.nn import Module
 
-    if issubclass(cls, BaseException) or f"{cls.__module__}.{cls.__qualname__}" in OPEN_CLASSES:
+    if issubclass(cls, BaseException) or any(cls is _raw(*_resolve(open_class))
+                                             for open_class in OPEN_CLASSES):
         return
     layer = issubclass(cls, Module)
     for attr, value in vars(cls).items():
@@ -370,12 +372,31 @@ def _guard(namespace: dict) -> None:
 
 
 def _namespace_problems(namespace: dict) -> list[str]:
-    """Module objects in the notebook that are not the modules Python imported (a fake ``tp``
-    or ``np`` would change the expected values the hidden tests compute)."""
-    return [f"{name} is not the module {value.__name__!r} that Python imported"
-            for name, value in list(namespace.items())
-            if isinstance(value, types.ModuleType)
-            and sys.modules.get(getattr(value, "__name__", None)) is not value]
+    """Module objects in the notebook that are not the modules Python imported, and names the
+    set-up cell bound to a module (``np``, ``tp``, ``nn``) now bound to something else: either
+    would change the expected values the hidden tests compute."""
+    problems = [f"{name} is not the module {value.__name__!r} that Python imported"
+                for name, value in list(namespace.items())
+                if isinstance(value, types.ModuleType)
+                and sys.modules.get(getattr(value, "__name__", None)) is not value]
+    setup = _SETUP.get(id(namespace), {})
+    return problems + [f"{name} was rebound (the set-up cell imported it as {module.__name__})"
+                       for name, module in setup.items()
+                       if name in namespace and namespace[name] is not module
+                       and not isinstance(namespace[name], types.ModuleType)]
+
+
+def _remember_setup() -> dict[int, dict[str, types.ModuleType]]:
+    """The modules the notebook (``__main__``) had imported when it imported this module: the
+    set-up cell's ``np``, ``tp``, ``nn``..., keyed by the namespace's id."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__") != "__main__":
+        frame = frame.f_back
+    if frame is None:
+        return {}
+    return {id(frame.f_globals): {name: value for name, value in frame.f_globals.items()
+                                  if isinstance(value, types.ModuleType)
+                                  and not name.startswith("_")}}
 
 
 def tampering() -> list[str]:
@@ -458,5 +479,6 @@ class _Sealed(types.ModuleType):
         raise AttributeError(f"{__name__}.{name} cannot be deleted: the hidden tests rely on it")
 
 
+_SETUP = _remember_setup()
 _THIS_MODULE = sys.modules[__name__]
 types.ModuleType.__setattr__(_THIS_MODULE, "__class__", _Sealed)
