@@ -34,13 +34,14 @@ from typing import Iterator
 
 from . import course
 from .gradebook import merge, prepare
-from .intake import Submission, collect
+from .intake import Submission, collect, unpacking
+from .integrity import flag_notes, task_flags
 from .pool import Pool, Progress
 from .report import GradeRow, add_notes, failure_page, summary, write_grades
 
 __all__ = ["GradeRow", "GradingInterrupted", "Settings", "grade"]
 
-VERSION = 1  # bump when grading itself changes, so that a re-run regrades everything
+VERSION = 2  # bump when grading itself changes, so that a re-run regrades everything
 #: Outcomes a re-run keeps; "not graded" and "timed out" are tried again.
 FINAL = ("graded", "unreadable")
 MIN_MEMORY_MB = 384
@@ -98,7 +99,7 @@ def grade(submissions: Path, out: Path, *, jobs: int = 1, timeout: int | None = 
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     _mark_private(out)
-    with _exclusive(out), _signals_interrupt():
+    with _exclusive(out), _signals_interrupt(), unpacking(out / "work"):
         intake = collect(Path(submissions), out / "work", skip=out)
         tasks = _tasks(intake.submissions)
         template = prepare(out, sorted({t.assignment for t in tasks})) if tasks else None
@@ -212,6 +213,8 @@ def _finish(task: Task, result: dict, out: Path) -> GradeRow:
     work = Path(result["work"])
     row = _base_row(task, out)
     row.status, row.notes = result["status"], result["notes"]
+    row.flags = task_flags(task.files, task.assignment,
+                           work / "autograded" / task.student / task.assignment)
     if result["status"] == "graded":
         for name in ("score", "max_score", "auto_score", "max_auto_score", "needs_manual_grade",
                      "questions"):
@@ -222,10 +225,11 @@ def _finish(task: Task, result: dict, out: Path) -> GradeRow:
             _replace_tree(work / step / task.student / task.assignment,
                           out / step / task.student / task.assignment)
         for page in (out / "feedback" / task.student / task.assignment).glob("*.html"):
-            add_notes(page, row.notes)
+            add_notes(page, flag_notes(row.flags) + row.notes)
     else:
         for f in task.files:
-            failure_page(_page(out, task, f.notebook), row, f.notebook, row.notes)
+            failure_page(_page(out, task, f.notebook), row, f.notebook,
+                         flag_notes(row.flags) + row.notes)
     shutil.rmtree(work, ignore_errors=True)
     return row
 

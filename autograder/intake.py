@@ -15,6 +15,13 @@ name (``parameters.ipynb``, ``parameters-2.ipynb``, ``parameters (1).ipynb`` →
 When one student handed in the same notebook several times, the newest is graded and the others
 are listed. Every file that cannot be mapped is listed with the reason; nothing is dropped
 silently except operating-system litter (``__MACOSX``, ``.DS_Store``, checkpoints).
+
+A Moodle folder owns every file in it, whatever the file is called: a file named like another
+student's submission counts as the folder owner's, and the mismatch is noted. A zip is unpacked
+member by member: a damaged member (bad CRC, unreadable compression, encrypted) or an unsafe one
+(absolute path, ``..``, a path part over 255 bytes, a symbolic link) is reported and skipped,
+and the rest of the cohort is graded. The unpacked copy lives in SCRATCH/unzipped, which
+:func:`unpacking` removes when grading ends, however it ends.
 """
 
 from __future__ import annotations
@@ -22,10 +29,14 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import stat
 import zipfile
+import zlib
 from collections import defaultdict
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Iterator
 
 from .course import NotebookSpec, notebook_specs
 
@@ -40,6 +51,7 @@ COPY_SUFFIX = re.compile(r"(?:-(?P<dash>\d+)|\s*\((?P<paren>\d+)\)|[-\s]copy(?P<
                          re.IGNORECASE)
 MAX_FILE_BYTES = 100 * 2**20
 MAX_ZIP_BYTES = 4 * 2**30
+MAX_NAME_BYTES = 255  # the longest file or folder name Linux file systems accept
 
 
 @dataclass
@@ -74,6 +86,7 @@ class _Owner:
     order: int = 0
     late: bool = False
     original: str = ""
+    note: str = ""
 
 
 def collect(source: Path, scratch: Path, skip: Path | None = None) -> Intake:
@@ -112,30 +125,80 @@ def collect(source: Path, scratch: Path, skip: Path | None = None) -> Intake:
     return Intake(kept, problems + superseded)
 
 
+@contextmanager
+def unpacking(scratch: Path) -> Iterator[None]:
+    """Remove what :func:`collect` unpacked into ``scratch`` when the block ends, on success,
+    error or interrupt alike (a re-run unpacks again)."""
+    try:
+        yield
+    finally:
+        shutil.rmtree(Path(scratch) / "unzipped", ignore_errors=True)
+
+
 def unzip(archive: Path, dest: Path) -> list[str]:
-    """Unpack ``archive`` into ``dest`` (emptied first), refusing unsafe or oversized members."""
+    """Unpack ``archive`` into ``dest`` (emptied first) member by member; return a problem for
+    every member left out (unsafe, oversized or damaged), the others are unpacked."""
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
     problems, total = [], 0
-    with zipfile.ZipFile(archive) as zipped:
+    try:
+        zipped = zipfile.ZipFile(archive)
+    except (zipfile.BadZipFile, OSError) as err:
+        raise ValueError(f"{archive}: the zip cannot be read ({err})") from None
+    with zipped:
         for info in zipped.infolist():
             name = _member_name(info)
-            parts = PurePosixPath(name).parts
+            parts = PurePosixPath(name.replace("\\", "/")).parts
             if info.is_dir() or not parts:
                 continue
-            if PurePosixPath(name).is_absolute() or ".." in parts:
-                problems.append(f"{archive.name}:{name}: unsafe path in the zip; not unpacked")
+            where = f"{archive.name}:{name}"
+            unsafe = _unsafe(info, name, parts)
+            if unsafe:
+                problems.append(f"{where}: {unsafe}; not unpacked")
                 continue
             total += info.file_size
             if info.file_size > MAX_FILE_BYTES or total > MAX_ZIP_BYTES:
-                problems.append(f"{archive.name}:{name}: {info.file_size / 2**20:.0f} MB "
-                                "unpacked is too large; not unpacked")
+                problems.append(f"{where}: {info.file_size / 2**20:.0f} MB unpacked is too "
+                                "large; not unpacked")
                 continue
-            target = dest.joinpath(*parts)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with zipped.open(info) as src, open(target, "wb") as dst:
-                shutil.copyfileobj(src, dst)
+            damage = _extract(zipped, info, dest.joinpath(*parts))
+            if damage:
+                problems.append(f"{where}: {damage}; not unpacked")
     return problems
+
+
+def _unsafe(info: zipfile.ZipInfo, name: str, parts: tuple[str, ...]) -> str | None:
+    """Why a member must not be written to disk, or None."""
+    if PurePosixPath(name).is_absolute() or name.startswith("\\") or ".." in parts:
+        return "unsafe path in the zip"
+    if stat.S_ISLNK(info.external_attr >> 16):
+        return "a symbolic link in the zip"
+    longest = max(len(part.encode("utf-8", "surrogateescape")) for part in parts)
+    if longest > MAX_NAME_BYTES:
+        return f"a name in its path is {longest} bytes long (at most {MAX_NAME_BYTES})"
+    if "\0" in name:
+        return "unsafe path in the zip (a NUL character in it)"
+    return None
+
+
+def _extract(zipped: zipfile.ZipFile, info: zipfile.ZipInfo, target: Path) -> str | None:
+    """Write one member to ``target``; on failure remove what was written and say why."""
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with zipped.open(info) as src, open(target, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        return None
+    except (zipfile.BadZipFile, zlib.error, EOFError) as err:
+        why = f"damaged in the zip ({err})"
+    except NotImplementedError as err:
+        why = f"compressed in a way this grader cannot read ({err})"
+    except RuntimeError as err:  # zipfile's "File ... is encrypted, password required"
+        why = f"cannot be unpacked ({err})"
+    except OSError as err:
+        why = f"cannot be unpacked ({err.strerror or err})"
+    if target.is_file():
+        target.unlink()
+    return why
 
 
 def _member_name(info: zipfile.ZipInfo) -> str:
@@ -231,22 +294,29 @@ def _map_file(path: Path, parts: tuple[str, ...],
     return Submission(
         student=owner.name, assignment=spec.assignment, notebook=spec.name, path=path,
         origin="", lms_id=owner.lms_id, name=owner.name, late=owner.late,
-        unreadable=unreadable, notes=notes,
+        unreadable=unreadable, notes=[owner.note, *notes] if owner.note else notes,
         rank=(unreadable is None, owner.order, order, "/".join(parts))), ""
 
 
 def _owner(parts: tuple[str, ...], assignment_ids: set[str]) -> _Owner | None:
-    """Whose file this is: from an LMS file name, a Moodle folder, or a student folder."""
-    for pattern in (CANVAS, MOODLE_FILE):
-        found = pattern.match(parts[-1])
-        if found:
-            return _Owner(found["name"], found["uid"], int(found.groupdict().get("sid") or 0),
-                          bool(found.groupdict().get("late")), found["orig"])
+    """Whose file this is: a Moodle folder (whatever the file inside is called), else an LMS
+    file name, else a student folder."""
     folders = list(parts[:-1])
-    for folder in folders:
-        found = MOODLE_DIR.match(folder)
-        if found:
-            return _Owner(found["name"], found["uid"])
+    moodle = [found for found in map(MOODLE_DIR.match, folders) if found]
+    named = next(filter(None, (pattern.match(parts[-1]) for pattern in (CANVAS, MOODLE_FILE))),
+                 None)
+    if moodle:
+        owner = _Owner(moodle[0]["name"], moodle[0]["uid"],
+                       original=named["orig"] if named else "")
+        others = [f for f in [*moodle[1:], named] if f and f["uid"] != owner.lms_id]
+        if others:
+            owner.note = (f"named like the submission of {others[0]['name']} "
+                          f"({others[0]['uid']}), but it lies in the Moodle folder of "
+                          f"{owner.name} ({owner.lms_id}), so it was graded as theirs")
+        return owner
+    if named:
+        return _Owner(named["name"], named["uid"], int(named.groupdict().get("sid") or 0),
+                      bool(named.groupdict().get("late")), named["orig"])
     at = [i for i, folder in enumerate(folders) if folder in assignment_ids]
     if at:
         i = at[0]

@@ -14,7 +14,7 @@ from .sandbox import DIED_ENAME, DROPPED_MARK, NOT_RUN_ENAME, TIMEOUT_ENAME
 
 BASE_COLUMNS = ["student", "assignment", "score", "max_score", "auto_score", "max_auto_score",
                 "needs_manual_grade", "status"]
-EXTRA_COLUMNS = ["lms_id", "late", "submitted", "notes"]
+EXTRA_COLUMNS = ["lms_id", "late", "submitted", "flagged", "notes"]
 
 
 @dataclass
@@ -34,6 +34,7 @@ class GradeRow:
     late: bool = False
     submitted: str = ""
     notes: list[str] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)  # reasons to review it (integrity.py)
 
 
 def cell_notes(notebook: dict, scores: dict[str, float | None], timeout: int,
@@ -131,7 +132,8 @@ def question_columns(rows: list[GradeRow], order: list[str]) -> list[str]:
 
 def write_grades(rows: list[GradeRow], path: Path, order: list[str] = ()) -> None:
     """grades.csv: the base columns, one column per graded question (its nbgrader grade id),
-    then the LMS id, whether the LMS marked it late, the file graded, and the grader's notes."""
+    then the LMS id, whether the LMS marked it late, the file graded, why it is flagged for
+    review (empty: not flagged), and the grader's notes."""
     questions = question_columns(rows, list(order))
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
@@ -142,7 +144,8 @@ def write_grades(rows: list[GradeRow], path: Path, order: list[str] = ()) -> Non
                 _fmt(row.auto_score), _fmt(row.max_auto_score),
                 "yes" if row.needs_manual_grade else "no", row.status,
                 *(_fmt(row.questions.get(q)) for q in questions),
-                row.lms_id, "yes" if row.late else "no", row.submitted, " | ".join(row.notes)])
+                row.lms_id, "yes" if row.late else "no", row.submitted, " | ".join(row.flags),
+                " | ".join(row.notes)])
 
 
 def _fmt(value: float | None) -> str:
@@ -162,6 +165,10 @@ def summary(rows: list[GradeRow], problems: list[str], out: Path) -> str:
         lines.append(f"  {assignment}: {len(graded)} graded, mean autograded score {mean:.2f} / "
                      f"{max((r.max_auto_score for r in mine), default=0):g}"
                      + (f"; {other}" if other else ""))
+    flagged = [row for row in rows if row.flags]
+    lines.append(f"{len(flagged)} flagged for review" + (":" if flagged else ""))
+    lines += [f"  ! {row.student}/{row.assignment}: {flag}" for row in flagged
+              for flag in row.flags]
     lines.append(f"{len(problems)} problem(s)" + (":" if problems else ""))
     lines += [f"  - {problem}" for problem in problems]
     return "\n".join(lines) + "\n"

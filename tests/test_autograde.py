@@ -2,9 +2,10 @@
 
 One cohort is graded once (module fixture). For each chapter: the instructor solution submitted
 as a student ("sol"), the untouched student notebook ("blank"), a submission that hard-codes the
-visible tests' answers ("hard"), and one classic mistake per exercise ("oops"), from the corpus
-in tests/corpus/. For chapter 01 also a correct submission whose functions print a warning to
-stderr inside the test cells ("warn").
+visible tests' answers ("hard"), one classic mistake per exercise ("oops") and, where the corpus
+has them, answers delegated to tinyprof ("deleg"), from the corpus in tests/corpus/. For chapter 01
+also a correct submission whose functions print a warning to stderr inside the test cells
+("warn"). None of them tampers with the tests, so none may be flagged.
 """
 
 from __future__ import annotations
@@ -83,6 +84,9 @@ def graded(tmp_path_factory):
         cohort["hard", chapter] = _with_answers(chapter, corpus.HARD_CODED)
         cohort["oops", chapter] = _with_answers(
             chapter, {gid: code for gid, (code, _) in corpus.MISTAKES.items()})
+        if getattr(corpus, "DELEGATED", None):
+            cohort["deleg", chapter] = _with_answers(
+                chapter, {gid: code for gid, (code, _) in corpus.DELEGATED.items()})
     cohort["warn", CHAPTERS[0]] = _with_answers(CHAPTERS[0], _warning_answers(CHAPTERS[0]))
     for (student, chapter), notebook in cohort.items():
         folder = submissions / student / chapter
@@ -102,7 +106,9 @@ def _feedback(out: Path, student: str, chapter: str) -> str:
 
 def test_every_submission_was_graded(graded):
     _, table, problems = graded
-    assert problems == []
+    delegated = [p for p in problems if p.startswith("deleg/")]
+    assert [p for p in problems if p not in delegated] == []
+    assert all("called tinyprof's own implementation" in p for p in delegated)
     assert all(row["status"] == "graded" for row in table.values())
 
 
@@ -143,6 +149,20 @@ def test_each_classic_mistake_gets_its_hint_in_the_feedback(graded, chapter):
     assert float(table["oops", chapter]["auto_score"]) == 0
 
 
+@pytest.mark.parametrize("chapter", [c for c in CHAPTERS if getattr(CORPUS[c], "DELEGATED", None)])
+def test_delegating_to_tinyprof_loses_the_points_with_a_reason(graded, chapter):
+    _, table, _ = graded
+    page = _feedback(graded[0], "deleg", chapter)
+    for grade_id, (_, hint) in CORPUS[chapter].DELEGATED.items():
+        assert hint in page, f"{chapter}/{grade_id}: feedback lacks the hint {hint!r}"
+        assert float(table["deleg", chapter][f"test_{grade_id}"]) == 0, grade_id
+
+
+def test_no_submission_of_the_corpus_is_flagged(graded):
+    _, table, _ = graded
+    assert {key: row["flagged"] for key, row in table.items() if row["flagged"]} == {}
+
+
 def test_warnings_on_stderr_do_not_zero_passing_cells(graded):
     _, table, _ = graded
     chapter = CHAPTERS[0]
@@ -154,5 +174,5 @@ def test_the_gradebook_is_real_sqlite(graded):
     with sqlite3.connect(out / "gradebook.db") as db:
         students = {row[0] for row in db.execute("select id from student")}
         submitted = db.execute("select count(*) from submitted_assignment").fetchone()[0]
-    assert students == {"sol", "blank", "hard", "oops", "warn"}
+    assert students == {"sol", "blank", "hard", "oops", "warn", "deleg"}
     assert submitted == len(table)

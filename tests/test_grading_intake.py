@@ -263,3 +263,61 @@ def test_read_notebook_accepts_a_real_notebook(tmp_path):
     path.write_bytes(samples.notebook(samples.solutions()))
     notebook, why = read_notebook(path)
     assert why is None and len(notebook["cells"]) == len(samples.release()["cells"])
+
+
+# --- hostile and damaged intake (issue 10, item 9) --------------------------------------------
+
+def test_a_moodle_folder_owns_its_files_whatever_they_are_called(tmp_path):
+    bob = "Bob Good_2002_assignsubmission_file_"
+    root = _write(tmp_path / "in", {
+        f"{bob}/{NOTEBOOK}": _blank(),
+        f"Mallory Bad_3003_assignsubmission_file_/{bob}{NOTEBOOK}": _blank(),
+        f"Mallory Bad_3003_assignsubmission_file_/{bob}/{NOTEBOOK}": _blank()})
+    intake = collect(root, tmp_path / "scratch")
+    subs = {s.student: s for s in intake.submissions}
+    assert sorted(subs) == ["Bob Good", "Mallory Bad"]
+    assert (subs["Bob Good"].origin, subs["Bob Good"].lms_id) == (f"{bob}/{NOTEBOOK}", "2002")
+    assert subs["Mallory Bad"].lms_id == "3003"
+    mismatch = ("named like the submission of Bob Good (2002), but it lies in the Moodle folder "
+                "of Mallory Bad (3003), so it was graded as theirs")
+    assert mismatch in subs["Mallory Bad"].notes
+    (superseded,) = intake.problems  # Mallory's two files: one graded, one listed
+    assert superseded.startswith("Mallory Bad_3003_assignsubmission_file_/")
+    assert "superseded by Mallory Bad_3003_assignsubmission_file_/" in superseded
+
+
+def _hostile_zip(path: Path, good: dict[str, bytes]) -> Path:
+    """``good`` members, then one with a bad CRC, a 300-byte name, a symbolic link and an
+    absolute path."""
+    marker = b"DAMAGED-" * 64
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as zipped:
+        for name, data in good.items():
+            zipped.writestr(name, data)
+        zipped.writestr("crc_1_1_parameters.ipynb", marker)
+        zipped.writestr("x" * 300 + "/parameters.ipynb", _blank())
+        link = zipfile.ZipInfo("link_2_2_parameters.ipynb")
+        link.external_attr = (0o120777) << 16
+        zipped.writestr(link, "/etc/passwd")
+        zipped.writestr("/abs_3_3_parameters.ipynb", _blank())
+    data = path.read_bytes()
+    at = data.index(marker) + 10
+    path.write_bytes(data[:at] + b"!" + data[at + 1:])  # the stored CRC no longer matches
+    return path
+
+
+HOSTILE_PROBLEMS = [
+    "cohort.zip:/abs_3_3_parameters.ipynb: unsafe path in the zip; not unpacked",
+    "cohort.zip:crc_1_1_parameters.ipynb: damaged in the zip (Bad CRC-32 for file "
+    "'crc_1_1_parameters.ipynb'); not unpacked",
+    "cohort.zip:link_2_2_parameters.ipynb: a symbolic link in the zip; not unpacked",
+    f"cohort.zip:{'x' * 300}/parameters.ipynb: a name in its path is 300 bytes long (at most "
+    "255); not unpacked"]
+
+
+def test_damaged_and_unsafe_zip_members_are_reported_and_the_rest_unpacked(tmp_path):
+    archive = _hostile_zip(tmp_path / "cohort.zip", {"ada_1_9_parameters.ipynb": _blank()})
+    intake = collect(archive, tmp_path / "scratch")
+    assert [s.student for s in intake.submissions] == ["ada"]
+    assert sorted(intake.problems) == HOSTILE_PROBLEMS
+    unpacked = sorted(p.name for p in (tmp_path / "scratch" / "unzipped").rglob("*"))
+    assert unpacked == ["ada_1_9_parameters.ipynb"]

@@ -50,3 +50,16 @@ def parameter_memory_bytes(n_params, dtype):
     return n_params * np.dtype(dtype).itemsize * 8
 ''', "That is bits: a byte is 8 bits"),
 }
+
+# Answers handed to tinyprof, although the exercises say to use the formula: the hidden tests
+# switch every public route off, so these lose their points with a message saying why.
+DELEGATED = {
+    "linear_params": ('''
+def linear_params(in_features, out_features, bias=True):
+    return sum(p.size for p in nn.Linear(in_features, out_features, bias=bias).parameters())
+''', "building a tinyprof.nn.Linear is switched off while your function is checked"),
+    "count_model_parameters": ('''
+def count_model_parameters(model):
+    return tp.Profiler().count_parameters(model)
+''', "tinyprof.Profiler.count_parameters is switched off while your function is checked"),
+}

@@ -1,0 +1,190 @@
+"""tinyprof.testing: the reference switch covers every public route (derived from the package,
+aliases included) while tinyprof's own internals keep working, and the runtime check."""
+
+from __future__ import annotations
+
+import builtins
+import sys
+import types
+
+import numpy as np
+import pytest
+
+import tinyprof as tp
+import tinyprof.params
+from tinyprof import models, nn
+from tinyprof import testing as testing_module
+from tinyprof.testing import (
+    MARK,
+    ReferenceUnavailable,
+    TamperingDetected,
+    expect,
+    reference_unavailable,
+    routes,
+    tampering,
+)
+
+
+def _refused(call) -> str:
+    with pytest.raises(ReferenceUnavailable) as caught:
+        call()
+    return str(caught.value)
+
+
+def test_the_routes_are_derived_from_the_package():
+    names = {route.name for route in routes()}
+    assert {"tinyprof.count_parameters", "tinyprof.count_flops", "tinyprof.measure_latency",
+            "tinyprof.Profiler.count_parameters", "tinyprof.Profiler.measure_memory",
+            "tinyprof.nn.Linear", "tinyprof.nn.Module.parameters",
+            "tinyprof.flops.formulas.linear_flops", "tinyprof.timing.bootstrap_median_ci",
+            "tinyprof.models.gpt2"} <= names
+    assert not any(name.startswith("tinyprof.testing") for name in names)
+    # what exercises walk stays open
+    assert not {"tinyprof.nn.Module.named_modules", "tinyprof.nn.Module.own_parameters",
+                "tinyprof.nn.Linear.forward", "tinyprof.nn.Module.__call__"} & names
+
+
+def test_a_new_public_function_is_covered_without_listing_it():
+    namespace = {"__name__": "tinyprof.params"}
+    exec("def brand_new_route(model):\n    return 42\n", namespace)  # noqa: S102
+    tinyprof.params.brand_new_route = namespace["brand_new_route"]
+    alias = tinyprof.params.brand_new_route
+    try:
+        assert "tinyprof.params.brand_new_route" in {r.name for r in routes()}
+        with reference_unavailable():
+            message = _refused(lambda: alias(None))
+        assert message.startswith("tinyprof.params.brand_new_route is switched off")
+        assert alias(None) == 42
+    finally:
+        del tinyprof.params.brand_new_route
+
+
+def test_every_alias_of_a_route_is_switched_off_and_restored():
+    from tinyprof import count_parameters as imported
+
+    layer = nn.Linear(4, 3)
+    bound = tp.Profiler().count_parameters
+
+    def with_default(model, count=tp.count_parameters):
+        return count(model)
+
+    calls = {
+        "tinyprof.count_parameters is switched off": [
+            lambda: imported(layer), lambda: with_default(layer),
+            lambda: tp.params.count_parameters(layer)],
+        "tinyprof.Profiler.count_parameters is switched off": [
+            lambda: bound(layer), lambda: tp.Profiler().count_parameters(layer)],
+        "building a tinyprof.nn.Linear is switched off": [
+            lambda: sum(p.size for p in nn.Linear(128, 64).parameters())],
+        "tinyprof.nn.Module.parameters is switched off": [lambda: list(layer.parameters())],
+        "building a tinyprof.nn.Conv2d is switched off": [lambda: nn.Conv2d(3, 16, 3)],
+        "tinyprof.models.mlp is switched off": [lambda: models.mlp((4, 2))],
+    }
+    with reference_unavailable():
+        for start, attempts in calls.items():
+            for attempt in attempts:
+                assert _refused(attempt).startswith(start)
+    assert imported(layer) == bound(layer) == with_default(layer) == 15
+    assert tp.count_parameters(nn.Conv2d(3, 16, 3)) == 448
+
+
+def test_building_blocks_and_tinyprof_internals_keep_working():
+    model = models.mlp((8, 4, 2))
+    x = np.ones((3, 8), dtype=np.float32)
+    with reference_unavailable():
+        walked = sum(p.size for _, m in model.named_modules() for _, p in m.own_parameters())
+        out = model(x)              # forward uses tinyprof.ops and as_float internally
+        dtype = model.dtype         # a property that calls parameters() inside tinyprof
+        model.backward(np.ones_like(out))
+    assert walked == tp.count_parameters(model) == 8 * 4 + 4 + 4 * 2 + 2
+    assert out.shape == (3, 2) and dtype == np.float32
+
+
+def test_switched_off_code_is_restored_after_an_error():
+    with pytest.raises(ZeroDivisionError), reference_unavailable():
+        1 / 0  # noqa: B018
+    assert tp.count_parameters(nn.Linear(2, 2)) == 6
+
+
+def test_extras_switch_off_foreign_callables_and_data():
+    samples = [3.0, 1.0, 2.0]
+    with reference_unavailable("numpy.percentile", "tinyprof.memory.training.STATE_SLOTS"):
+        assert _refused(lambda: np.percentile(samples, 50)).startswith("numpy.percentile")
+        assert _refused(lambda: tp.memory.training.STATE_SLOTS()).startswith(
+            "tinyprof.memory.training.STATE_SLOTS")
+    assert np.percentile(samples, 50) == 2.0
+    assert isinstance(tp.memory.training.STATE_SLOTS, dict)
+
+
+def test_rebound_helpers_are_put_back_and_announced(capsys):
+    namespace = {"__name__": "__main__", "reference_unavailable": reference_unavailable}
+    exec("expect = lambda *a, **k: None\n"  # noqa: S102
+         "with reference_unavailable():\n    helper = expect\n", namespace)
+    assert namespace["helper"] is expect and namespace["expect"] is expect
+    assert capsys.readouterr().out == (f"{MARK} expect had been rebound by the notebook; the "
+                                       "hidden tests put tinyprof's own back before running\n")
+
+
+def test_the_helpers_cannot_be_reassigned():
+    with pytest.raises(AttributeError, match="cannot be changed: the hidden tests rely on it"):
+        testing_module.reference_unavailable = lambda *a: None
+    with pytest.raises(AttributeError, match="cannot be deleted"):
+        del testing_module.expect
+    assert testing_module.reference_unavailable is reference_unavailable
+
+
+def _notebook_function():
+    namespace = {"__name__": "__main__"}
+    exec("def planted(*args, **kwargs):\n    return None\n", namespace)  # noqa: S102
+    return namespace["planted"]
+
+
+@pytest.mark.parametrize("where", ["builtins", "tinyprof", "class", "sys.modules", "hook"])
+def test_notebook_code_planted_where_the_tests_look_is_detected(where):
+    planted = _notebook_function()
+    undo = []
+    if where == "builtins":
+        builtins.sorted_by_student = planted  # replacing a real builtin would break pytest
+        undo.append(lambda: delattr(builtins, "sorted_by_student"))
+        want = "builtins.sorted_by_student was replaced by notebook code"
+    elif where == "tinyprof":
+        saved = tp.count_parameters
+        tp.count_parameters = planted
+        undo.append(lambda: setattr(tp, "count_parameters", saved))
+        want = "tinyprof.count_parameters was replaced by notebook code"
+    elif where == "class":
+        saved = vars(nn.Module)["named_modules"]
+        nn.Module.named_modules = planted
+        undo.append(lambda: setattr(nn.Module, "named_modules", saved))
+        want = "tinyprof.nn.Module.named_modules was replaced by notebook code"
+    elif where == "sys.modules":
+        fake = types.ModuleType("tinyprof.testing")
+        sys.modules["tinyprof.testing"] = fake
+        undo.append(lambda: sys.modules.__setitem__("tinyprof.testing", testing_module))
+        want = "sys.modules['tinyprof.testing'] was replaced"
+    else:
+        sys.displayhook, saved = planted, sys.displayhook
+        undo.append(lambda: setattr(sys, "displayhook", saved))
+        want = "sys.displayhook holds notebook code"
+    try:
+        assert want in tampering()
+        with pytest.raises(TamperingDetected, match="cannot be trusted in this kernel"):
+            with reference_unavailable():
+                pass
+    finally:
+        for step in undo:
+            step()
+    assert tampering() == []
+
+
+def test_a_fake_module_in_the_notebook_is_detected():
+    namespace = {"__name__": "__main__", "reference_unavailable": reference_unavailable,
+                 "np": np, "tp": types.ModuleType("tinyprof")}
+    with pytest.raises(TamperingDetected, match="tp is not the module 'tinyprof' that Python "
+                                                "imported"):
+        exec("with reference_unavailable():\n    pass\n", namespace)  # noqa: S102
+
+
+def test_expect_names_the_mistake():
+    with pytest.raises(AssertionError, match=r"linear: expected 8,256, got 8,192\. forgot"):
+        expect(8_192, 8_256, "linear", hints={8_192: "forgot the bias"})
