@@ -2,6 +2,7 @@
 
 from . import flops, memory, models, nn, ops, optim, scaling, timing
 from .amdahl import amdahl_limit, amdahl_speedup, required_factor
+from .bottlenecks import layer_work, place_layers
 from .flops import (
     arithmetic_intensity,
     count_flops,
@@ -21,6 +22,7 @@ from .memory import (
     predict_training_memory,
     training_memory,
 )
+from .layer_profiler import LayerProfiler
 from .params import count_parameters, parameter_bytes, parameter_groups, parameter_table
 from .profiler import Profiler, quick_profile
 from .scaling import BatchScaling, batch_scaling, best_batch_under_latency
@@ -51,5 +53,5 @@ __all__ = [
     "count_flops", "count_parameters", "flop_report", "flops", "flops_by_layer", "format_bytes",
     "format_count", "format_seconds", "gflops_per_second", "measure_matmul_flops", "models", "nn",
     "ops", "optim", "parameter_bytes", "parameter_groups", "parameter_table", "register_container",
-    "register_flops", "required_factor",
+    "register_flops", "required_factor", "LayerProfiler", "layer_work", "place_layers",
 ]
