@@ -13,6 +13,7 @@ from .flops import (
     register_container,
     register_flops,
 )
+from .layer_profiler import LayerProfiler
 from .memory import (
     MemoryMeasurement,
     MemoryTimeline,
@@ -22,7 +23,6 @@ from .memory import (
     predict_training_memory,
     training_memory,
 )
-from .layer_profiler import LayerProfiler
 from .params import count_parameters, parameter_bytes, parameter_groups, parameter_table
 from .profiler import Profiler, quick_profile
 from .scaling import BatchScaling, batch_scaling, best_batch_under_latency
