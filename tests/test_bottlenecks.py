@@ -60,3 +60,49 @@ def test_containers_carry_no_row_of_their_own():
     x = np.ones((4, 8), dtype=np.float32)
     names = {r["name"] for r in place_layers(_profile(model, x), model, x.shape, PEAKS)}
     assert names == {"layers.0", "layers.1"}
+
+
+def test_plot_roofline_draws_the_roof_and_every_point_it_can():
+    import matplotlib.pyplot as plt
+
+    from tinyprof.plots import plot_roofline
+
+    peaks = MachinePeaks(100e9, 20e9, cache_roofs=(("L2 512 KB", 80e9),))
+    points = [{"name": "mm", "phase": "forward", "intensity": 50.0, "achieved": 80e9,
+               "bound": "compute", "share": 0.6},
+              {"name": "relu", "phase": "backward", "intensity": 0.125, "achieved": 1e9,
+               "bound": "memory", "share": 0.3},
+              {"name": "ln", "phase": "backward", "intensity": 0.0, "achieved": 0.0,
+               "bound": "memory", "share": 0.1}]
+    fig = plot_roofline(peaks, points)
+    ax = fig.axes[0]
+    roof, cache = ax.lines[0], ax.lines[1]
+    x, y = roof.get_data()
+    assert np.allclose(y, np.minimum(100e9, x * 20e9))
+    assert np.allclose(cache.get_ydata(), np.minimum(100e9, cache.get_xdata() * 80e9))
+    offsets = np.concatenate([c.get_offsets() for c in ax.collections])
+    assert sorted(map(tuple, offsets)) == [(0.125, 1e9), (50.0, 80e9)]
+    assert "(1 not shown: no FLOPs counted)" in ax.get_title(loc="left")
+    plt.close(fig)
+
+
+def test_roofline_explorer_profiles_real_steps_and_follows_the_sliders(capsys):
+    import matplotlib.pyplot as plt
+
+    from tinyprof import models
+    from tinyprof.widgets import roofline_explorer
+
+    gpt = models.gpt2(vocab_size=300, n_ctx=64, d_model=32, n_layer=1, n_head=2)
+    widget = roofline_explorer(gpt, batch=2, seq_len=16, batch_options=(1, 2, 4),
+                               seq_options=(8, 16))
+    first = widget.result.to_records()
+    linear_rows = [r for r in first if r["type"] == "Linear"]
+    assert {r["phase"] for r in linear_rows} == {"forward", "backward"}
+    assert len(linear_rows) == 2 * 6      # q, k, v, out projections and the two MLP layers
+    assert "batch 2, 16 tokens" in capsys.readouterr().out
+    widget.children[0].value = 4
+    bigger = {(r["name"], r["phase"]): r for r in widget.result.to_records()}
+    for row in linear_rows:   # twice the rows: twice the FLOPs of every Linear
+        assert bigger[(row["name"], row["phase"])]["flops"] == 2 * row["flops"]
+    assert all(p.grad is None for p in gpt.parameters())
+    plt.close("all")

@@ -23,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+import numpy as np
+
 from .amdahl import amdahl_speedup
 from .flops import flops_by_layer
 from .layer_profiler import LayerProfiler
@@ -108,4 +110,24 @@ def place_layers(profile: LayerProfiler, model: Module, input_shape: Sequence[in
                           "step speedup at roof": lambda v: f"{v:.2f}×"})
 
 
-__all__ = ["LayerWork", "layer_work", "place_layers"]
+def profile_step(model: Module, x: np.ndarray, steps: int = 3, warmup: int = 1,
+                 seed: int = 0) -> LayerProfiler:
+    """Record ``steps`` forward + backward passes of ``model`` on ``x`` (the first ``warmup``
+    calls of every layer left out of the statistics), with a seeded gradient of the output's
+    shape; the parameters' ``.grad`` are as they were afterwards."""
+    saved = [(param, param.grad) for param in model.parameters()]
+    output = model(x)
+    grad = np.random.default_rng(seed).standard_normal(output.shape).astype(output.dtype)
+    grad /= output.size
+    try:
+        with LayerProfiler(warmup) as profile:
+            for _ in range(steps):
+                model(x)
+                model.backward(grad)
+    finally:
+        for param, old in saved:
+            param.grad = old
+    return profile
+
+
+__all__ = ["LayerWork", "layer_work", "place_layers", "profile_step"]
