@@ -11,7 +11,7 @@ from typing import Mapping, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from .amdahl import amdahl_limit, amdahl_speedup
 
@@ -305,5 +305,42 @@ def plot_roofline(peaks, points: Sequence[Mapping] = (), *, label_top: int = 5,
     _style(ax, (title or "Roofline of this machine") + note, "arithmetic intensity (FLOPs/byte)",
            "FLOP/s")
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8, frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def plot_ab(result) -> Figure:
+    """An A/B result (:class:`tinyprof.abtest.ABResult`) in two panels. Left: every per-call
+    sample of each side (jittered), with its median. Right: the speedup with its 95 % interval,
+    the no-change line at 1× and the noise band shaded around it."""
+    from .timing import time_unit
+
+    unit, scale = time_unit(max(result.baseline.median, result.candidate.median))
+    fig, (left, right) = plt.subplots(1, 2, figsize=FIGSIZE, gridspec_kw={"width_ratios": [3, 2]})
+    jitter = np.random.default_rng(0)
+    for i, (stats, color) in enumerate(((result.baseline, MUTED), (result.candidate, ACCENT))):
+        values = np.asarray(stats.samples) / scale
+        left.scatter(i + jitter.uniform(-0.15, 0.15, values.size), values, s=10, color=color,
+                     alpha=0.6)
+        left.hlines(stats.median / scale, i - 0.3, i + 0.3, color="black", lw=2)
+    left.set_xticks([0, 1], [result.baseline.name or "baseline",
+                             result.candidate.name or "candidate"])
+    left.set_yscale("log")  # a few descheduled rounds sit far above the rest
+    _style(left, "Per-call time, one dot per round", "", f"time per call ({unit}, log scale)")
+    low, high = result.ci
+    band = (1 / (1 + result.noise_band), 1 + result.noise_band)
+    right.axvspan(*band, color=MUTED, alpha=0.3, label=f"noise band ±{result.noise_band:.0%}")
+    right.axvline(1.0, color="black", lw=1)
+    right.errorbar([result.speedup], [0], xerr=[[result.speedup - low], [high - result.speedup]],
+                   fmt="o", color=HIGHLIGHT, capsize=6, label="speedup, 95% CI")
+    span = max(high, band[1]) - min(low, band[0])
+    right.set_xlim(min(low, band[0]) - 0.2 * span, max(high, band[1]) + 0.2 * span)
+    right.set_yticks([])
+    right.xaxis.set_major_locator(MaxNLocator(4))
+    right.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.2f}×"))
+    _style(right, f"Verdict: {result.verdict} (p = {result.p_value:.2g})",
+           "median(baseline) / median(candidate)", "")
+    right.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), fontsize=8, frameon=False,
+                 ncol=2)
     fig.tight_layout()
     return fig
