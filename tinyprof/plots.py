@@ -344,3 +344,50 @@ def plot_ab(result) -> Figure:
                  ncol=2)
     fig.tight_layout()
     return fig
+
+
+def plot_performance_comparison(results) -> Figure:
+    """A benchmark suite (:class:`tinyprof.suite.SuiteResult`) in one figure of three panels:
+    median time per call with its 95 % interval, peak memory of a forward pass (parameter bytes
+    as a hatched inner bar), and accuracy; the baseline in grey, the other variants in blue."""
+    variants = list(results.variants)
+    names = [v.name for v in variants]
+    colors = [MUTED if v.name == results.baseline else ACCENT for v in variants]
+    y = np.arange(len(variants))
+    fig, axes = plt.subplots(1, 3, figsize=(FIGSIZE[0] + 2, 0.5 * len(variants) + 1.8),
+                             sharey=True)
+    from .timing import time_unit
+
+    unit, scale = time_unit(max(v.latency.median for v in variants))
+    medians = np.array([v.latency.median for v in variants]) / scale
+    errors = np.array([[v.latency.median - v.latency.ci[0], v.latency.ci[1] - v.latency.median]
+                       for v in variants]).T / scale
+    axes[0].barh(y, medians, xerr=errors, color=colors, capsize=3)
+    for i, median in enumerate(medians):
+        axes[0].annotate(f" {median:.3g}", (median, i), va="center", fontsize=8)
+    wide = medians.max() / medians.min() > 20
+    if wide:  # a variant many times slower (float16 on a CPU) would flatten the others
+        axes[0].set_xscale("log")
+    _style(axes[0], "Time per call (95% CI)", f"median ({unit}{', log scale' if wide else ''})",
+           "")
+    peaks = np.array([v.peak_bytes for v in variants]) / 1e6
+    axes[1].barh(y, peaks, color=colors)
+    stored = [v.parameter_bytes or 0 for v in variants]
+    axes[1].barh(y, np.array(stored) / 1e6, height=0.4, color="none", edgecolor="black",
+                 hatch="//", label="parameters stored")
+    axes[1].legend(loc="lower right", fontsize=8, frameon=False)
+    _style(axes[1], "Memory", "MB (peak of a forward pass)", "")
+    scores = [v.accuracy if v.accuracy is not None else np.nan for v in variants]
+    axes[2].barh(y, np.array(scores) * 100, color=colors)
+    for i, score in enumerate(scores):
+        if np.isfinite(score):
+            axes[2].annotate(f" {score:.1%}", (score * 100, i), va="center", fontsize=8)
+    axes[2].set_xlim(0, 110)
+    _style(axes[2], "Accuracy (held out)", "%", "")
+    axes[0].set_yticks(y, names)
+    axes[0].invert_yaxis()
+    for ax in axes:
+        ax.grid(True, axis="x", alpha=0.3)
+        ax.grid(False, axis="y")
+    fig.tight_layout()
+    return fig
