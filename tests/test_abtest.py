@@ -97,3 +97,28 @@ def test_ab_test_checks_its_arguments():
         ab_test(print, 3)
     sequential = ab_test(lambda: None, lambda: None, rounds=10, interleave=False)
     assert not sequential.interleaved and "sequential blocks" in " ".join(sequential.warnings)
+
+
+def test_ab_explorer_rejudges_one_run_without_retiming(capsys):
+    from tinyprof.widgets import ab_explorer
+
+    calls = []
+
+    def fast():
+        calls.append("a")
+        _spin(50e-6)
+
+    def slow():
+        calls.append("b")
+        _spin(100e-6)
+
+    widget = ab_explorer(slow, fast, rounds=20)
+    timed = len(calls)
+    assert widget.result.verdict == "faster" and widget.result.rounds == 20
+    used, band = widget.children[0], widget.children[1]
+    used.value = 5                       # too few rounds to call anything
+    assert widget.result.rounds == 5 and widget.result.verdict == "no change"
+    used.value, band.value = 20, 0.3     # a wide band still sees a 2× change
+    assert widget.result.verdict == "faster" and widget.result.noise_band == 0.3
+    assert len(calls) == timed           # the sliders never re-run the functions
+    assert "faster" in capsys.readouterr().out
