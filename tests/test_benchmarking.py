@@ -166,3 +166,21 @@ def test_classic_helpers(capsys):
     out = forward(layer, np.ones((1, 128), dtype=np.float32))
     assert out.shape == (1, 64)
     assert lines[0].startswith("forward: ") and "16,384 FLOPs" in lines[0]
+
+
+def test_best_variant_needs_a_faster_verdict_within_the_accuracy_budget():
+    rng = np.random.default_rng(2)
+    rows = []
+    for name, ms, acc in (("base", 2.0, 0.95), ("fast", 1.0, 0.948), ("faster", 0.8, 0.80),
+                          ("same", 2.0, 0.96)):
+        stats = _stats(rng.normal(ms, ms / 100, 20), name)
+        rows.append((name, stats, acc))
+    base = rows[0][1]
+    from tinyprof.abtest import ABResult
+
+    variants_ = tuple(VariantResult(n, s, 450, 1, 1, a, ABResult.from_samples(base, s))
+                      for n, s, a in rows)
+    suite = SuiteResult(variants_, "base", {})
+    assert suite.best(0.01) == "fast"          # "faster" is faster but lost 15 points
+    assert suite.best(0.2) == "faster"
+    assert suite.best(0.001) == "base"         # nothing both faster and accurate enough

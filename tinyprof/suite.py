@@ -113,6 +113,20 @@ class SuiteResult:
                               "speedup": lambda v: f"{v:.2f}×",
                               "speedup CI": lambda ci: f"{ci[0]:.2f}–{ci[1]:.2f}×"})
 
+    def best(self, max_accuracy_drop: float = 0.01) -> str:
+        """The variant to ship: the highest speedup among variants whose verdict against the
+        baseline is "faster" and whose accuracy fell by at most ``max_accuracy_drop`` (0.01 =
+        one percentage point); the baseline when none qualifies."""
+        base = self[self.baseline]
+        eligible = [v for v in self.variants
+                    if v.name != self.baseline and v.comparison is not None
+                    and v.comparison.verdict == "faster"
+                    and (v.accuracy is None or base.accuracy is None
+                         or v.accuracy - base.accuracy >= -max_accuracy_drop)]
+        if not eligible:
+            return self.baseline
+        return max(eligible, key=lambda v: v.comparison.speedup).name
+
     def to_records(self) -> list[dict[str, Any]]:
         """The table as plain dictionaries (no formatting)."""
         return self.table().to_records()
