@@ -33,6 +33,10 @@ SCRIPT = textwrap.dedent("""
         tp.widgets.attention_share_explorer(),
         tp.widgets.latency_ci_explorer(samples),
         tp.widgets.batch_scaling_explorer(lambda b: 2.0 * b, [1, 2, 4, 8], quantity="FLOPs"),
+        tp.widgets.ab_explorer(lambda: None, lambda: None, rounds=10),
+        tp.widgets.roofline_explorer(models.gpt2(vocab_size=100, n_ctx=32, d_model=16, n_layer=1,
+                                                 n_head=2), batch=2, seq_len=8,
+                                     batch_options=(1, 2), seq_options=(8, 16)),
         tp.widgets.memory_breakdown_explorer(
             lambda dtype: models.mlp((64, 32, 10), dtype=dtype), (64,), batch_sizes=(1, 4),
             optimizers=("sgd", "adam"), dtypes=("float32",)),
@@ -61,4 +65,4 @@ def test_every_explorer_builds_and_redraws_on_ipywidgets_7(ipywidgets7):
     run = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
                          env=env, timeout=600)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
-    assert run.stdout.strip().splitlines()[-1] == "ok 7.7.5 6"
+    assert run.stdout.strip().splitlines()[-1] == "ok 7.7.5 8"

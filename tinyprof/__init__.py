@@ -1,7 +1,10 @@
 """tinyprof: measure where the parameters, FLOPs, memory and time of a numpy model go."""
 
 from . import flops, memory, models, nn, ops, optim, scaling, timing
+from .abtest import ABResult, ab_test
 from .amdahl import amdahl_limit, amdahl_speedup, required_factor
+from .bottlenecks import layer_work, place_layers
+from .classic import MemoryTracker, Timer, profile
 from .flops import (
     arithmetic_intensity,
     count_flops,
@@ -12,6 +15,7 @@ from .flops import (
     register_container,
     register_flops,
 )
+from .layer_profiler import LayerProfiler
 from .memory import (
     MemoryMeasurement,
     MemoryTimeline,
@@ -23,7 +27,9 @@ from .memory import (
 )
 from .params import count_parameters, parameter_bytes, parameter_groups, parameter_table
 from .profiler import Profiler, quick_profile
+from .regression import check_regression
 from .scaling import BatchScaling, batch_scaling, best_batch_under_latency
+from .suite import SuiteResult, benchmark_suite
 from .table import Table
 from .timing import LatencyStats, TimingContext, compare_latency, measure_latency, plot_latency
 from .units import bytes_per_element, format_bytes, format_count, format_seconds
@@ -31,14 +37,17 @@ from .units import bytes_per_element, format_bytes, format_count, format_seconds
 __version__ = "0.1.0"
 
 _LAZY_SUBMODULES = ("plots", "widgets")
+_LAZY_PLOTS = ("plot_performance_comparison", "plot_roofline", "plot_ab")
 
 
 def __getattr__(name: str):
     """Import the plotting and widget modules on first use (they pull in matplotlib/IPython)."""
-    if name in _LAZY_SUBMODULES:
-        import importlib
+    import importlib
 
+    if name in _LAZY_SUBMODULES:
         return importlib.import_module(f".{name}", __name__)
+    if name in _LAZY_PLOTS:
+        return getattr(importlib.import_module(".plots", __name__), name)
     raise AttributeError(f"module 'tinyprof' has no attribute {name!r}")
 
 
@@ -51,5 +60,7 @@ __all__ = [
     "count_flops", "count_parameters", "flop_report", "flops", "flops_by_layer", "format_bytes",
     "format_count", "format_seconds", "gflops_per_second", "measure_matmul_flops", "models", "nn",
     "ops", "optim", "parameter_bytes", "parameter_groups", "parameter_table", "register_container",
-    "register_flops", "required_factor",
+    "register_flops", "required_factor", "LayerProfiler", "layer_work", "place_layers",
+    "ABResult", "ab_test", "MemoryTracker", "Timer", "profile", "check_regression",
+    "SuiteResult", "benchmark_suite", "plot_performance_comparison", "plot_roofline", "plot_ab",
 ]

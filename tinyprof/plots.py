@@ -11,7 +11,7 @@ from typing import Mapping, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from .amdahl import amdahl_limit, amdahl_speedup
 
@@ -250,4 +250,144 @@ def plot_latency_log(stats, *, ax=None, bins: int = 40) -> Figure:
     axis.set_xscale("log")
     axis.xaxis.set_major_formatter(LogFormatter(labelOnlyBase=False))
     axis.xaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(1.2, 0.5)))
+    return fig
+
+
+#: Marker colour of each roofline bound.
+BOUND_COLORS = {"compute": ACCENT, "memory": "#ff7f0e", "overhead": MUTED}
+
+
+def plot_roofline(peaks, points: Sequence[Mapping] = (), *, label_top: int = 5,
+                  title: str | None = None) -> Figure:
+    """The roofline min(peak FLOP/s, intensity × bandwidth) on log-log axes, with the measured
+    cache roofs dashed, and ``points`` placed on it.
+
+    ``points`` are rows of :func:`tinyprof.bottlenecks.place_layers` (``to_records()``): each
+    needs "intensity" and "achieved" (FLOP/s) and may have "bound", "phase", "name" and
+    "share"; forward calls are circles, backward squares, coloured by bound. The ``label_top``
+    points with the largest share are named. Points with no FLOPs cannot sit on log axes and
+    are counted in the title instead.
+    """
+    shown = [p for p in points if p["intensity"] > 0 and p["achieved"] > 0
+             and np.isfinite(p["intensity"])]
+    intensities = [p["intensity"] for p in shown] + [peaks.ridge_intensity]
+    low = min(0.01, min(intensities) / 2)
+    high = max(1000.0, max(intensities) * 2)
+    x = np.geomspace(low, high, 400)
+    fig, ax = plt.subplots(figsize=(FIGSIZE[0], 4.6))
+    ax.plot(x, np.minimum(peaks.flops_per_second, x * peaks.bytes_per_second), color="black",
+            lw=2, label=f"roofline: {peaks.flops_per_second / 1e9:.0f} GFLOP/s, "
+                        f"{peaks.bytes_per_second / 1e9:.0f} GB/s")
+    for name, rate in getattr(peaks, "cache_roofs", ()):
+        ax.plot(x, np.minimum(peaks.flops_per_second, x * rate), color=MUTED, lw=1, ls="--",
+                label=f"{name} roof {rate / 1e9:.0f} GB/s")
+    ax.axvline(peaks.ridge_intensity, color=MUTED, lw=0.8, ls=":")
+    for bound, color in BOUND_COLORS.items():
+        for phase, marker in (("forward", "o"), ("backward", "s")):
+            chosen = [p for p in shown if p.get("bound", "compute") == bound
+                      and p.get("phase", "forward") == phase]
+            if chosen:
+                ax.scatter([p["intensity"] for p in chosen], [p["achieved"] for p in chosen],
+                           color=color, marker=marker, s=36, zorder=3, alpha=0.85,
+                           label=f"{bound}-bound, {phase}")
+    ranked = sorted(shown, key=lambda p: p.get("share", 0.0), reverse=True)[:label_top]
+    for p in ranked:
+        ax.annotate(f"{p.get('name', '')} {p.get('phase', '')[:3]}".strip(),
+                    (p["intensity"], p["achieved"]), xytext=(5, -3), textcoords="offset points",
+                    fontsize=7)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(low, high)
+    ax.set_ylim(bottom=min([p["achieved"] for p in shown] + [low * peaks.bytes_per_second]) / 2,
+                top=peaks.flops_per_second * 3)
+    missing = len(points) - len(shown)
+    note = f" ({missing} not shown: no FLOPs counted)" if missing else ""
+    _style(ax, (title or "Roofline of this machine") + note, "arithmetic intensity (FLOPs/byte)",
+           "FLOP/s")
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8, frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def plot_ab(result) -> Figure:
+    """An A/B result (:class:`tinyprof.abtest.ABResult`) in two panels. Left: every per-call
+    sample of each side (jittered), with its median. Right: the speedup with its 95 % interval,
+    the no-change line at 1× and the noise band shaded around it."""
+    from .timing import time_unit
+
+    unit, scale = time_unit(max(result.baseline.median, result.candidate.median))
+    fig, (left, right) = plt.subplots(1, 2, figsize=FIGSIZE, gridspec_kw={"width_ratios": [3, 2]})
+    jitter = np.random.default_rng(0)
+    for i, (stats, color) in enumerate(((result.baseline, MUTED), (result.candidate, ACCENT))):
+        values = np.asarray(stats.samples) / scale
+        left.scatter(i + jitter.uniform(-0.15, 0.15, values.size), values, s=10, color=color,
+                     alpha=0.6)
+        left.hlines(stats.median / scale, i - 0.3, i + 0.3, color="black", lw=2)
+    left.set_xticks([0, 1], [result.baseline.name or "baseline",
+                             result.candidate.name or "candidate"])
+    left.set_yscale("log")  # a few descheduled rounds sit far above the rest
+    _style(left, "Per-call time, one dot per round", "", f"time per call ({unit}, log scale)")
+    low, high = result.ci
+    band = (1 / (1 + result.noise_band), 1 + result.noise_band)
+    right.axvspan(*band, color=MUTED, alpha=0.3, label=f"noise band ±{result.noise_band:.0%}")
+    right.axvline(1.0, color="black", lw=1)
+    right.errorbar([result.speedup], [0], xerr=[[result.speedup - low], [high - result.speedup]],
+                   fmt="o", color=HIGHLIGHT, capsize=6, label="speedup, 95% CI")
+    span = max(high, band[1]) - min(low, band[0])
+    right.set_xlim(min(low, band[0]) - 0.2 * span, max(high, band[1]) + 0.2 * span)
+    right.set_yticks([])
+    right.xaxis.set_major_locator(MaxNLocator(4))
+    right.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.2f}×"))
+    _style(right, f"Verdict: {result.verdict} (p = {result.p_value:.2g})",
+           "median(baseline) / median(candidate)", "")
+    right.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), fontsize=8, frameon=False,
+                 ncol=2)
+    fig.tight_layout()
+    return fig
+
+
+def plot_performance_comparison(results) -> Figure:
+    """A benchmark suite (:class:`tinyprof.suite.SuiteResult`) in one figure of three panels:
+    median time per call with its 95 % interval, peak memory of a forward pass (parameter bytes
+    as a hatched inner bar), and accuracy; the baseline in grey, the other variants in blue."""
+    variants = list(results.variants)
+    names = [v.name for v in variants]
+    colors = [MUTED if v.name == results.baseline else ACCENT for v in variants]
+    y = np.arange(len(variants))
+    fig, axes = plt.subplots(1, 3, figsize=(FIGSIZE[0] + 2, 0.5 * len(variants) + 1.8),
+                             sharey=True)
+    from .timing import time_unit
+
+    unit, scale = time_unit(max(v.latency.median for v in variants))
+    medians = np.array([v.latency.median for v in variants]) / scale
+    errors = np.array([[v.latency.median - v.latency.ci[0], v.latency.ci[1] - v.latency.median]
+                       for v in variants]).T / scale
+    axes[0].barh(y, medians, xerr=errors, color=colors, capsize=3)
+    for i, median in enumerate(medians):
+        axes[0].annotate(f" {median:.3g}", (median, i), va="center", fontsize=8)
+    wide = medians.max() / medians.min() > 20
+    if wide:  # a variant many times slower (float16 on a CPU) would flatten the others
+        axes[0].set_xscale("log")
+    _style(axes[0], "Time per call (95% CI)", f"median ({unit}{', log scale' if wide else ''})",
+           "")
+    peaks = np.array([v.peak_bytes for v in variants]) / 1e6
+    axes[1].barh(y, peaks, color=colors)
+    stored = [v.parameter_bytes or 0 for v in variants]
+    axes[1].barh(y, np.array(stored) / 1e6, height=0.4, color="none", edgecolor="black",
+                 hatch="//", label="parameters stored")
+    axes[1].legend(loc="lower right", fontsize=8, frameon=False)
+    _style(axes[1], "Memory", "MB (peak of a forward pass)", "")
+    scores = [v.accuracy if v.accuracy is not None else np.nan for v in variants]
+    axes[2].barh(y, np.array(scores) * 100, color=colors)
+    for i, score in enumerate(scores):
+        if np.isfinite(score):
+            axes[2].annotate(f" {score:.1%}", (score * 100, i), va="center", fontsize=8)
+    axes[2].set_xlim(0, 110)
+    _style(axes[2], "Accuracy (held out)", "%", "")
+    axes[0].set_yticks(y, names)
+    axes[0].invert_yaxis()
+    for ax in axes:
+        ax.grid(True, axis="x", alpha=0.3)
+        ax.grid(False, axis="y")
+    fig.tight_layout()
     return fig

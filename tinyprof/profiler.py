@@ -9,15 +9,19 @@ Memory is reported in MB = 10⁶ bytes, time in milliseconds.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
 from .flops import count_flops
+from .layer_profiler import LayerProfiler
 from .memory import TrainingMemory, random_input, training_memory
 from .nn.module import Module
 from .params import count_parameters, parameter_bytes
 from .roofline import machine_peaks
+from .table import Table
 from .timing import measure_latency
 
 MB = 1e6
@@ -45,7 +49,36 @@ class _KeepGradients:
 
 
 class Profiler:
-    """Counting, measuring and profiling a model in one object (the classic API)."""
+    """Counting, measuring and profiling a model in one object (the classic API).
+
+    Used as a context manager it is also the per-layer profiler (:mod:`tinyprof.layer_profiler`):
+    ``with Profiler() as prof: model(x); model.backward(grad)`` records each layer's forward and
+    backward calls; then ``prof.print_top_operations(n)``, ``prof.top_operations(n)`` and
+    ``prof.export_chrome_trace(path)``. The first ``warmup`` calls of each layer and phase are
+    left out of the table (and marked in the trace).
+    """
+
+    def __init__(self, warmup: int = 0):
+        self.layers = LayerProfiler(warmup)
+
+    def __enter__(self) -> "Profiler":
+        self.layers.__enter__()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.layers.__exit__(*exc_info)
+
+    def top_operations(self, n: int = 10) -> Table:
+        """The n (layer, phase) rows with the most self time (see LayerProfiler)."""
+        return self.layers.top_operations(n)
+
+    def print_top_operations(self, n: int = 10) -> None:
+        """Print name, type, phase, calls, self and total time and share of the top n rows."""
+        self.layers.print_top_operations(n)
+
+    def export_chrome_trace(self, path: str | os.PathLike) -> Path:
+        """Write the recorded calls as Chrome trace JSON (Perfetto, chrome://tracing)."""
+        return self.layers.export_chrome_trace(path)
 
     def count_parameters(self, model: Module) -> int:
         """Σ parameter sizes, each array once (see :func:`tinyprof.count_parameters`)."""

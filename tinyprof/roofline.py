@@ -2,27 +2,82 @@
 
 Attainable FLOP/s at arithmetic intensity I (FLOPs per byte moved) is
 ``min(peak_flops, I × bandwidth)``. Below the ridge point ``peak_flops / bandwidth`` a kernel is
-memory-bound (bytes limit it), above it compute-bound. Both peaks are measured here, by timing a
-large float32 matmul and a large array copy; nothing is assumed about the hardware.
+memory-bound (bytes limit it), above it compute-bound; a call so short that per-call dispatch
+cost dominates is overhead-bound, far below both roofs. Nothing is assumed about the hardware:
+
+- the **compute roof** is the best float32 matmul over a sweep of sizes (2·n³ FLOPs each), the
+  most numpy's BLAS reaches here with its current thread setting;
+- the **memory roof** is the best of STREAM's four kernels (copy, scale, add, triad) on two
+  float64 arrays of at least 256 MiB and 4× the last-level cache each, so they stream from DRAM
+  rather than a cache (smaller arrays measured up to 2× slower on a 32 MiB-L3 machine);
+- **cache roofs** (optional) rerun the best kernel on arrays that fit half of each cache level the
+  operating system reports;
+- the **call overhead** is the median cost of one tiny numpy call.
+
+Bytes convention: each kernel is counted at the bytes that numpy's implementation of it reads and
+writes, 8 per float64 element per array touched per pass (write-allocate traffic not counted).
+STREAM's C kernels are single-pass; numpy's triad ``y = x + s·y`` is two passes
+(``y = s·y`` then ``y += x``) and so moves 40 bytes per element where STREAM's nominal is 24.
+Counting what really moves keeps the four kernels comparable with one another and with a copy.
+The kernels run on two arrays rather than STREAM's three (add and triad update one in place,
+moving the same bytes), and in a child process, so that the half gigabyte they need never
+counts against the caller's memory (a notebook's peak, a sandbox's cap).
 """
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
-from dataclasses import dataclass
-from functools import lru_cache
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache, partial
+from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
-from .units import format_si
+from .units import format_bytes, format_si
+
+#: Bytes each numpy STREAM kernel moves per float64 element (see the module docstring).
+STREAM_BYTES_PER_ELEMENT = {"copy": 16, "scale": 16, "add": 24, "triad": 40}
+#: Square float32 matmul sizes swept for the compute roof.
+MATMUL_SIZES = (256, 512, 1024, 2048)
+#: STREAM array size, bytes each (two arrays): at least this, 4× the last-level cache when
+#: that is larger, and at most MAX_STREAM_ARRAY_BYTES.
+MIN_STREAM_ARRAY_BYTES = 256 * 2**20
+MAX_STREAM_ARRAY_BYTES = 1024 * 2**20
+
+
+@dataclass(frozen=True)
+class CacheLevel:
+    """One data cache level as the OS reports it (Linux sysfs)."""
+
+    level: int
+    size_bytes: int
+    shared_by: int = 1
+
+    def __str__(self) -> str:
+        return f"L{self.level} {format_bytes(self.size_bytes)}"
 
 
 @dataclass(frozen=True)
 class MachinePeaks:
-    """Measured peak compute (FLOP/s) and memory bandwidth (bytes/s) of this machine."""
+    """Measured peak compute (FLOP/s) and memory bandwidth (bytes/s) of this machine, with how
+    they were found: ``stream`` (kernel → bytes/s), ``matmul_size`` (n of the best matmul),
+    ``cache_roofs`` ((label, bytes/s) for each cache level measured), ``call_overhead_s`` (one
+    tiny numpy call) and ``context`` (CPU, BLAS and its threads)."""
 
     flops_per_second: float
     bytes_per_second: float
+    stream: dict[str, float] = field(default_factory=dict)
+    matmul_size: int | None = None
+    cache_roofs: tuple[tuple[str, float], ...] = ()
+    call_overhead_s: float = 1e-6
+    array_bytes: int | None = None
+    seconds_spent: float = 0.0
+    context: str = ""
 
     @property
     def ridge_intensity(self) -> float:
@@ -37,13 +92,45 @@ class MachinePeaks:
         """"memory" below the ridge point, "compute" at or above it."""
         return "compute" if intensity >= self.ridge_intensity else "memory"
 
+    def roof_seconds(self, flops: float, nbytes: float) -> float:
+        """The least time the roofline allows: max(flops / peak FLOP/s, bytes / bandwidth)."""
+        return max(flops / self.flops_per_second, nbytes / self.bytes_per_second)
+
+    def classify(self, flops: float, nbytes: float, seconds: float, calls: int = 1,
+                 overhead_factor: float = 50.0) -> str:
+        """Which limit a measured operation sits under: "overhead" when its time per call is
+        within ``overhead_factor`` tiny numpy calls *and* the roofline explains under a tenth of
+        it (it is far below both roofs because of per-call cost); otherwise "compute" or
+        "memory" by its arithmetic intensity flops / bytes against the ridge point."""
+        if seconds <= 0 or calls < 1:
+            raise ValueError(f"need a positive time and call count, got {seconds} s, {calls}")
+        per_call = seconds / calls
+        explained = self.roof_seconds(flops, nbytes) / seconds
+        if per_call < overhead_factor * self.call_overhead_s and explained < 0.1:
+            return "overhead"
+        if nbytes <= 0:
+            return "compute"
+        return self.bound(flops / nbytes)
+
     def __str__(self) -> str:
-        return (f"peak {format_si(self.flops_per_second, 'FLOP/s')}, bandwidth "
-                f"{format_si(self.bytes_per_second, 'B/s')}, ridge at "
-                f"{self.ridge_intensity:.1f} FLOPs/byte")
+        lines = [f"compute roof {format_si(self.flops_per_second, 'FLOP/s')}"
+                 + (f" (float32 matmul n={self.matmul_size})" if self.matmul_size else ""),
+                 f"memory roof {format_si(self.bytes_per_second, 'B/s')}"
+                 + (f" (best STREAM kernel on {format_bytes(self.array_bytes)} arrays)"
+                    if self.array_bytes else ""),
+                 f"ridge at {self.ridge_intensity:.1f} FLOPs/byte"]
+        if self.stream:
+            lines.append("STREAM: " + ", ".join(f"{k} {format_si(v, 'B/s')}"
+                                                for k, v in self.stream.items()))
+        for label, rate in self.cache_roofs:
+            lines.append(f"{label} roof {format_si(rate, 'B/s')}")
+        lines.append(f"one numpy call {self.call_overhead_s * 1e6:.2f} µs")
+        if self.context:
+            lines.append(self.context)
+        return "\n".join(lines)
 
 
-def best_seconds(fn, repeats: int = 5) -> float:
+def best_seconds(fn: Callable[[], object], repeats: int = 5) -> float:
     """The fastest of ``repeats`` timed calls after one untimed call: the run least disturbed by
     a busy machine, and for peaks what the machine *can* do."""
     fn()
@@ -55,23 +142,195 @@ def best_seconds(fn, repeats: int = 5) -> float:
     return min(times)
 
 
-def measure_peak_flops(n: int = 1024, repeats: int = 5) -> float:
-    """FLOP/s of an n×n by n×n float32 matmul: 2·n³ FLOPs over the fastest of ``repeats``."""
+def _repeats_for(seconds_per_call: float, budget_s: float, least: int = 3,
+                 most: int = 50) -> int:
+    return int(min(most, max(least, budget_s / max(seconds_per_call, 1e-9))))
+
+
+def measure_peak_flops(sizes: tuple[int, ...] = MATMUL_SIZES,
+                       budget_s: float = 0.2) -> tuple[float, int]:
+    """(FLOP/s, n) of the fastest n×n float32 matmul over ``sizes``: 2·n³ FLOPs over the best
+    time, each size repeated for about ``budget_s`` seconds (at least 3 times)."""
     rng = np.random.default_rng(0)
-    a = rng.standard_normal((n, n), dtype=np.float32)
-    b = rng.standard_normal((n, n), dtype=np.float32)
-    return 2.0 * n**3 / best_seconds(lambda: a @ b, repeats)
+    best = (0.0, sizes[0])
+    for n in sizes:
+        a = rng.standard_normal((n, n), dtype=np.float32)
+        b = rng.standard_normal((n, n), dtype=np.float32)
+        out = np.empty((n, n), dtype=np.float32)
+        multiply = partial(np.matmul, a, b, out=out)
+        seconds = best_seconds(multiply, _repeats_for(best_seconds(multiply, 1), budget_s))
+        best = max(best, (2.0 * n**3 / seconds, n))
+    return best
 
 
-def measure_bandwidth(nbytes: int = 64 * 2**20, repeats: int = 5) -> float:
-    """Bytes/s of copying an ``nbytes`` array (far larger than the caches): 2·nbytes moved
-    (one read, one write) over the fastest of ``repeats``."""
-    src = np.ones(nbytes // 4, dtype=np.float32)
-    dst = np.empty_like(src)
-    return 2.0 * src.nbytes / best_seconds(lambda: np.copyto(dst, src), repeats)
+def _stream_kernels(x: np.ndarray, y: np.ndarray) -> dict[str, Callable[[], object]]:
+    """STREAM's four kernels on two arrays (bytes per element in STREAM_BYTES_PER_ELEMENT)."""
+    scalar = 0.5  # keeps the in-place triad y = x + s·y bounded (it converges to 2x)
+
+    def triad() -> None:
+        np.multiply(y, scalar, out=y)
+        np.add(y, x, out=y)
+
+    return {"copy": lambda: np.copyto(y, x), "scale": lambda: np.multiply(x, scalar, out=y),
+            "add": lambda: np.add(x, y, out=y), "triad": triad}
+
+
+def measure_stream(array_bytes: int, repeats: int = 5) -> dict[str, float]:
+    """Bytes/s of STREAM's copy, scale, add and triad on two float64 arrays of ``array_bytes``
+    each, in this process: elements × STREAM_BYTES_PER_ELEMENT[kernel] over the best time."""
+    n = max(1, array_bytes // 8)
+    x, y = np.empty(n), np.empty(n)
+    x.fill(1.0)  # touch every page before timing
+    y.fill(2.0)
+    return {name: n * STREAM_BYTES_PER_ELEMENT[name] / best_seconds(kernel, repeats)
+            for name, kernel in _stream_kernels(x, y).items()}
+
+
+def measure_bandwidth(array_bytes: int | None = None, repeats: int = 5) -> float:
+    """The memory roof, in this process: the best STREAM kernel's bytes/s on arrays of
+    ``array_bytes`` (default :func:`stream_array_bytes`)."""
+    return max(measure_stream(array_bytes or stream_array_bytes(), repeats).values())
+
+
+def cache_levels(root: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> tuple[CacheLevel, ...]:
+    """The data and unified caches of CPU 0, smallest level first; empty where the OS does not
+    say (non-Linux, containers hiding sysfs)."""
+    levels = []
+    for index in sorted(root.glob("index*")):
+        try:
+            kind = (index / "type").read_text().strip()
+            if kind == "Instruction":
+                continue
+            level = int((index / "level").read_text())
+            size = _parse_size((index / "size").read_text())
+            shared = _count_cpus((index / "shared_cpu_list").read_text())
+        except (OSError, ValueError):
+            continue
+        levels.append(CacheLevel(level, size, shared))
+    return tuple(sorted(levels, key=lambda c: c.level))
+
+
+def _parse_size(text: str) -> int:
+    text = text.strip().upper()
+    scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
+    return int(text.rstrip("KMG")) * scale
+
+
+def _count_cpus(text: str) -> int:
+    count = 0
+    for part in text.strip().split(","):
+        first, _, last = part.partition("-")
+        count += int(last or first) - int(first) + 1
+    return count
+
+
+def stream_array_bytes(levels: tuple[CacheLevel, ...] | None = None) -> int:
+    """Bytes per STREAM array: 4× the last-level cache, at least MIN_STREAM_ARRAY_BYTES
+    (256 MiB) and at most MAX_STREAM_ARRAY_BYTES (1 GiB)."""
+    levels = cache_levels() if levels is None else levels
+    last = levels[-1].size_bytes if levels else 0
+    return int(min(MAX_STREAM_ARRAY_BYTES, max(MIN_STREAM_ARRAY_BYTES, 4 * last)))
+
+
+def measure_cache_roofs(levels: tuple[CacheLevel, ...], repeats: int = 20
+                        ) -> tuple[tuple[str, float], ...]:
+    """Bandwidth of the add kernel (24 bytes per element) on two arrays that together fill
+    half of each cache level of 256 KiB or more (smaller ones are lost in call overhead)."""
+    roofs = []
+    for cache in levels:
+        if cache.size_bytes < 256 * 2**10:
+            continue
+        n = cache.size_bytes // 2 // 2 // 8
+        inner = max(1, (2**22) // (n * 24))  # ≈ 4 MiB of traffic per timed call
+        seconds = best_seconds(_repeated_add(np.full(n, 1.0), np.full(n, 2.0), inner), repeats)
+        roofs.append((str(cache), inner * n * 24 / seconds))
+    return tuple(roofs)
+
+
+def _repeated_add(x: np.ndarray, y: np.ndarray, times: int) -> Callable[[], None]:
+    def add_many() -> None:
+        for _ in range(times):
+            np.add(x, y, out=y)
+    return add_many
+
+
+def measure_call_overhead(calls: int = 2000) -> float:
+    """Median seconds of one ``np.add`` on one-element arrays: numpy's per-call dispatch cost."""
+    a, b, out = np.ones(1), np.ones(1), np.empty(1)
+    samples = []
+    for _ in range(15):
+        start = time.perf_counter()
+        for _ in range(calls):
+            np.add(a, b, out=out)
+        samples.append((time.perf_counter() - start) / calls)
+    return float(np.median(samples))
+
+
+def _context(levels: tuple[CacheLevel, ...]) -> str:
+    from .timing.context import collect_context  # the roofline reports the same context
+
+    ctx = collect_context()
+    threads = ", ".join(f"{k}={v}" for k, v in ctx.blas_threads if v is not None) or "unset"
+    caches = ", ".join(str(c) for c in levels) or "cache sizes not reported"
+    return (f"{_cpu_name() or ctx.processor or ctx.machine}; {ctx.usable_cpus} usable CPUs; "
+            f"BLAS {ctx.blas} (thread variables: {threads}); {caches}")
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
+def measure_machine_peaks(cache_roofs: bool = True) -> MachinePeaks:
+    """Measure every roof afresh, in this process (one to three seconds, and two STREAM arrays
+    of :func:`stream_array_bytes` each); :func:`machine_peaks` runs this in a child process."""
+    start = time.perf_counter()
+    levels = cache_levels()
+    flops, size = measure_peak_flops()
+    array_bytes = stream_array_bytes(levels)
+    stream = measure_stream(array_bytes)
+    caches = measure_cache_roofs(levels) if cache_roofs else ()
+    overhead = measure_call_overhead()
+    return MachinePeaks(flops, max(stream.values()), stream, size, caches, overhead, array_bytes,
+                        time.perf_counter() - start, _context(levels))
+
+
+def measure_in_child(timeout_s: float = 300.0) -> MachinePeaks:
+    """:func:`measure_machine_peaks` in a fresh Python process with this one's environment and
+    tinyprof, so its arrays never count against this process's memory."""
+    package_parent = str(Path(__file__).resolve().parents[1])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_parent, env.get("PYTHONPATH")]))
+    done = subprocess.run([sys.executable, "-m", "tinyprof.roofline"], env=env, timeout=timeout_s,
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError("measuring the roofline in a child process failed "
+                           f"(exit {done.returncode}): {done.stderr.strip()[-2000:]}")
+    fields = json.loads(done.stdout.strip().splitlines()[-1])
+    fields["cache_roofs"] = tuple(tuple(roof) for roof in fields["cache_roofs"])
+    return MachinePeaks(**fields)
 
 
 @lru_cache(maxsize=1)
 def machine_peaks() -> MachinePeaks:
-    """This machine's roofline, measured once per process (about half a second)."""
-    return MachinePeaks(measure_peak_flops(), measure_bandwidth())
+    """This machine's roofline, measured once per process (in a child process) and cached."""
+    return measure_in_child()
+
+
+def _main() -> None:
+    """``python -m tinyprof.roofline``: measure and print the peaks as one line of JSON."""
+    print(json.dumps(asdict(measure_machine_peaks())))
+
+
+__all__ = ["CacheLevel", "MachinePeaks", "STREAM_BYTES_PER_ELEMENT", "best_seconds",
+           "cache_levels", "machine_peaks", "measure_bandwidth", "measure_cache_roofs",
+           "measure_call_overhead", "measure_machine_peaks", "measure_peak_flops",
+           "measure_in_child", "measure_stream", "stream_array_bytes"]
+
+if __name__ == "__main__":
+    _main()

@@ -377,3 +377,68 @@ def memory_breakdown_explorer(build: Callable, sample_shape: Sequence[int], *,
                                    description="optimizer"),
         dtype=widgets.Dropdown(options=list(dtypes), value=dtype, description="dtype"),
     )
+
+
+def roofline_explorer(model, batch: int = 8, seq_len: int = 64,
+                      batch_options: Sequence[int] = (1, 2, 4, 8, 16, 32),
+                      seq_options: Sequence[int] = (16, 32, 64, 128, 256)
+                      ) -> widgets.interactive:
+    """Sliders over batch size and sequence length for a GPT-style ``model``: each setting
+    profiles a few real training steps and places every layer on the machine's measured
+    roofline (forward circles, backward squares). The widget's ``result`` is the placement
+    Table of the chosen setting."""
+    from .bottlenecks import place_layers, profile_step
+    from .memory import random_input
+    from .plots import plot_roofline
+    from .roofline import machine_peaks
+
+    peaks = machine_peaks()
+
+    def draw(batch: int, seq_len: int):
+        x = random_input(model, (batch, seq_len))
+        table = place_layers(profile_step(model, x), model, x.shape, peaks)
+        rows = table.to_records()
+        counts = {b: sum(r["share"] for r in rows if r["bound"] == b)
+                  for b in ("compute", "memory", "overhead")}
+        print(f"batch {batch}, {seq_len} tokens: share of the step's time that is "
+              + ", ".join(f"{b}-bound {v:.0%}" for b, v in counts.items()))
+        _show(plot_roofline(peaks, rows, title=f"batch {batch} × {seq_len} tokens"))
+        return table
+
+    return _explorer(
+        draw,
+        batch=widgets.SelectionSlider(options=list(batch_options), value=batch,
+                                      description="batch size", continuous_update=False),
+        seq_len=widgets.SelectionSlider(options=list(seq_options), value=seq_len,
+                                        description="sequence length", continuous_update=False))
+
+
+def ab_explorer(baseline: Callable, candidate: Callable, *args, rounds: int = 60,
+                noise_band: float = 0.05, seed: int = 0) -> widgets.interactive:
+    """One interleaved :func:`tinyprof.ab_test` of ``rounds`` rounds, re-judged by two sliders:
+    as if it had stopped after fewer rounds, and with another noise band. Nothing is re-timed
+    when a slider moves. The widget's ``result`` is the :class:`~tinyprof.abtest.ABResult` of
+    the chosen setting."""
+    from .abtest import ABResult, ab_test
+    from .plots import plot_ab
+    from .timing import LatencyStats
+
+    full = ab_test(baseline, candidate, *args, rounds=rounds, seed=seed)
+
+    def first(stats, n):
+        return LatencyStats.from_samples(stats.samples[:n], loops=stats.loops, name=stats.name)
+
+    def draw(used: int, band: float):
+        result = ABResult.from_samples(first(full.baseline, used), first(full.candidate, used),
+                                       noise_band=band, seed=seed)
+        print(result)
+        _show(plot_ab(result))
+        return result
+
+    return _explorer(
+        draw,
+        used=widgets.IntSlider(value=rounds, min=5, max=rounds, step=5,
+                               description="rounds used", continuous_update=False),
+        band=widgets.FloatSlider(value=noise_band, min=0.0, max=0.3, step=0.01,
+                                 description="noise band (±)", continuous_update=False,
+                                 readout_format=".0%"))

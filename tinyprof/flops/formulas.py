@@ -18,9 +18,11 @@ from ..nn import (
     Conv2d,
     Embedding,
     Flatten,
+    FusedLinearReLU,
     LayerNorm,
     Linear,
     MultiHeadAttention,
+    QuantizedLinear,
     ReLU,
     Residual,
     Sequential,
@@ -77,6 +79,30 @@ def conv2d_flops(layer: Conv2d, x: Shape) -> LayerFlops:
 def relu_flops(layer: ReLU, x: Shape) -> LayerFlops:
     """max(x, 0): 1 FLOP (a comparison) per element; no matmul forward or backward."""
     return LayerFlops(x, elementwise=numel(x), grad_input=0, grad_weight=0, note="1 per element")
+
+
+def _inference_linear(layer, x: Shape, note: str) -> LayerFlops:
+    """2·rows·in·out matmul FLOPs and 2 elementwise FLOPs per output (1 without a bias)."""
+    check_shape(layer, x, f"(..., {layer.in_features})",
+                len(x) >= 1 and x[-1] == layer.in_features)
+    out = (*x[:-1], layer.out_features)
+    extra = numel(out) * (2 if layer.bias is not None else 1)
+    return LayerFlops(out, matmul=2 * numel(x[:-1]) * layer.in_features * layer.out_features,
+                      elementwise=extra, note=note)
+
+
+@register_flops(QuantizedLinear)
+def quantized_linear_flops(layer: QuantizedLinear, x: Shape) -> LayerFlops:
+    """(x·W_q)·s + b: 2·rows·in·out matmul FLOPs, plus 1 per output for the scale and 1 for the
+    bias. Inference only: no backward counts."""
+    return _inference_linear(layer, x, "2·rows·in·out, int8 weights")
+
+
+@register_flops(FusedLinearReLU)
+def fused_linear_relu_flops(layer: FusedLinearReLU, x: Shape) -> LayerFlops:
+    """max(x·W + b, 0): 2·rows·in·out matmul FLOPs, plus 1 per output for the bias and 1 for
+    the ReLU's comparison, as Linear followed by ReLU. Inference only: no backward counts."""
+    return _inference_linear(layer, x, "2·rows·in·out, bias and ReLU fused")
 
 
 GELU_FLOPS_PER_ELEMENT = 9

@@ -5,6 +5,7 @@ from .attention import MultiHeadAttention, softmax
 from .containers import Flatten, Residual, Sequential
 from .conv import Conv2d, conv_output_size
 from .embedding import Embedding
+from .inference import FusedLinearReLU, QuantizedLinear
 from .linear import Linear
 from .losses import CrossEntropyLoss, MSELoss
 from .module import Module, Parameter, ShapeError, ShapeOnly, ShapeOnlyError
@@ -12,7 +13,8 @@ from .norm import LayerNorm
 from .transformer import TiedLMHead, TransformerBlock
 
 __all__ = [
-    "Conv2d", "CrossEntropyLoss", "Embedding", "Flatten", "GELU", "LayerNorm", "Linear",
+    "Conv2d", "CrossEntropyLoss", "Embedding", "Flatten", "FusedLinearReLU", "GELU",
+    "LayerNorm", "Linear", "QuantizedLinear",
     "MSELoss", "Module", "MultiHeadAttention", "Parameter", "ReLU", "Residual", "Sequential",
     "ShapeError", "ShapeOnly", "ShapeOnlyError", "TiedLMHead", "TransformerBlock",
     "conv_output_size", "softmax",

@@ -1,0 +1,86 @@
+"""How often each way of comparing two timings is fooled, and how often it finds a real change.
+
+Same workload (four 96×96 float32 matmuls, tens of µs), TRIALS trials per row, in one run:
+
+- **A/A**: the same function as A and as B. A "difference" found here is a false positive.
+  Compared three ways: ``tp.ab_test`` (interleaved rounds; its verdict needs p < 0.01 *and* an
+  interval outside the ±5 % noise band); the same interleaved samples with only Mann–Whitney
+  p < 0.05; and sequential blocks (all of A, then all of B) with Welch's t-test p < 0.05, the
+  naive comparison.
+- **10 % and 20 % slower**: B does the same work plus a busy wait of 10 % or 20 % of A's median.
+  The detection rate is how often each method calls B slower.
+
+Run: ``python benchmarks/bench_abtest.py [TRIALS]``
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+
+import numpy as np
+
+from tinyprof.abtest import ab_test, mann_whitney_u
+from tinyprof.timing import measure_latency
+
+ROUNDS = 20
+X = np.random.default_rng(0).standard_normal((96, 96)).astype(np.float32)
+
+
+def work() -> None:
+    for _ in range(4):
+        X @ X
+
+
+def spin(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def welch_p(a: np.ndarray, b: np.ndarray) -> float:
+    """Two-sided p-value of Welch's t-test, the t distribution's tail integrated numerically."""
+    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
+    t = abs(a.mean() - b.mean()) / math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va**2 / (a.size - 1) + vb**2 / (b.size - 1))
+    grid = np.linspace(t, t + 200, 200_001)
+    log_norm = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
+    pdf = np.exp(log_norm - (df + 1) / 2 * np.log1p(grid**2 / df))
+    return float(min(1.0, 2 * np.trapezoid(pdf, grid)))
+
+
+def sequential_samples(a, b) -> tuple[np.ndarray, np.ndarray]:
+    first = measure_latency(a, warmup=3, iterations=ROUNDS)
+    second = measure_latency(b, warmup=3, iterations=ROUNDS)
+    return np.asarray(first.samples), np.asarray(second.samples)
+
+
+def trial(a, b) -> tuple[bool, bool, bool]:
+    """(ab_test says B slower or faster, interleaved Mann–Whitney p < 0.05, sequential Welch
+    p < 0.05) for one trial; for a slower B only "slower" counts as found."""
+    result = ab_test(a, b, rounds=ROUNDS)
+    _, p_mw = mann_whitney_u(result.baseline.samples, result.candidate.samples)
+    first, second = sequential_samples(a, b)
+    return result.verdict != "no change", p_mw < 0.05, welch_p(first, second) < 0.05
+
+
+def main(trials: int = 40) -> None:
+    median = measure_latency(work, iterations=50).median
+    rows = {"A/A (false positives)": work}
+    for share in (0.10, 0.20):
+        def slower(extra=share * median) -> None:
+            work()
+            spin(extra)
+        rows[f"B {share:.0%} slower (detections)"] = slower
+    print(f"workload median {median * 1e6:.0f} µs; {trials} trials per row, {ROUNDS} rounds "
+          "or samples per side\n")
+    print(f"{'':<30}{'ab_test verdict':>18}{'interleaved MW p<.05':>22}{'sequential t p<.05':>20}")
+    for label, candidate in rows.items():
+        counts = np.sum([trial(work, candidate) for _ in range(trials)], axis=0)
+        print(f"{label:<30}" + "".join(f"{c:>{w}}" for c, w in zip(
+            [f"{n}/{trials} ({n / trials:.0%})" for n in counts], (18, 22, 20))))
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 40)

@@ -1,0 +1,68 @@
+"""Chapter 06 (benchmarking): hard-coded answers and classic mistakes."""
+
+CHAPTER = "06_benchmarking"
+
+HARD_CODED = {
+    "time_interleaved": '''
+def time_interleaved(a, b, rounds, rng, clock=time.perf_counter):
+    return [0.002] * rounds, [0.002] * rounds
+''',
+    "speedup_ci": '''
+def speedup_ci(baseline, candidate, resamples=2000, confidence=0.95, seed=0):
+    return 1.3125, (1.25, 1.4333333333333336)
+''',
+    "ab_verdict": '''
+def ab_verdict(low, high, p_value, noise_band=0.05, alpha=0.01):
+    return {(1.30, 1.45): "faster", (0.70, 0.80): "slower"}.get((low, high), "no change")
+''',
+    "choose_variant": '''
+def choose_variant(rows, max_accuracy_drop=0.01):
+    if len(rows) == 2:
+        return "edge"
+    return {0.01: "int8", 0.001: "fused"}[max_accuracy_drop] if len(rows) == 5 else "float32"
+''',
+    "check_against_baseline": '''
+def check_against_baseline(current_median_s, machine, baseline, tolerance=0.05):
+    return {0.0025: "regressed", 0.0016: "ok", 0.00204: "ok"}.get(current_median_s, "incomparable")
+''',
+}
+
+MISTAKES = {
+    "time_interleaved": ('''
+def time_interleaved(a, b, rounds, rng, clock=time.perf_counter):
+    times_a, times_b = [], []
+    for _ in range(rounds):
+        start = clock()
+        a()
+        times_a.append(clock() - start)
+    for _ in range(rounds):
+        start = clock()
+        b()
+        times_b.append(clock() - start)
+    return times_a, times_b
+''', "(sequential blocks)"),
+    "speedup_ci": ('''
+def speedup_ci(baseline, candidate, resamples=2000, confidence=0.95, seed=0):
+    a, b = np.asarray(baseline), np.asarray(candidate)
+    rng = np.random.default_rng(seed)
+    ra = a[rng.integers(0, a.size, size=(resamples, a.size))].mean(axis=1)
+    rb = b[rng.integers(0, b.size, size=(resamples, b.size))].mean(axis=1)
+    low, high = np.percentile(ra / rb, [2.5, 97.5])
+    return float(a.mean() / b.mean()), (float(low), float(high))
+''', "That is a ratio of MEANS"),
+    "ab_verdict": ('''
+def ab_verdict(low, high, p_value, noise_band=0.05, alpha=0.01):
+    if p_value >= alpha:
+        return "no change"
+    return "faster" if (low + high) / 2 > 1 else "slower"
+''', "Significant is not the same as worth anything"),
+    "choose_variant": ('''
+def choose_variant(rows, max_accuracy_drop=0.01):
+    return max(rows, key=lambda r: r["speedup"])["name"]
+''', "filter by accuracy_delta"),
+    "check_against_baseline": ('''
+def check_against_baseline(current_median_s, machine, baseline, tolerance=0.05):
+    change = current_median_s / baseline["median_s"] - 1
+    return "regressed" if change > tolerance else "ok"
+''', "The baseline was measured on another machine"),
+}

@@ -1,0 +1,89 @@
+"""The measured roofline: its arithmetic, the compute/memory/overhead classification on synthetic
+timings, the cache sizes read from sysfs, and a real measurement that stays out of the caller's
+memory."""
+
+import resource
+
+import pytest
+
+from tinyprof.roofline import (
+    STREAM_BYTES_PER_ELEMENT,
+    CacheLevel,
+    MachinePeaks,
+    cache_levels,
+    machine_peaks,
+    stream_array_bytes,
+)
+
+PEAKS = MachinePeaks(flops_per_second=100e9, bytes_per_second=20e9, call_overhead_s=1e-6)
+
+
+def test_roof_seconds_is_the_slower_of_the_two_roofs():
+    assert PEAKS.roof_seconds(flops=2e9, nbytes=1e6) == pytest.approx(0.02)   # 2e9 / 100e9
+    assert PEAKS.roof_seconds(flops=1e6, nbytes=4e8) == pytest.approx(0.02)   # 4e8 / 20e9
+
+
+@pytest.mark.parametrize("flops, nbytes, seconds, calls, want", [
+    # a 1024³ matmul at 80 % of the compute roof: intensity 2e9 / 12.6e6 ≈ 171 FLOPs/byte
+    (2 * 1024**3, 12_582_912, 2 * 1024**3 / 80e9, 1, "compute"),
+    # ReLU over 16 M floats: 16 M comparisons, 128 MB read + written, near the bandwidth roof
+    (16 * 2**20, 128 * 2**20, 128 * 2**20 / 18e9, 1, "memory"),
+    # Linear(4, 4) on one row: 32 FLOPs, 5 µs for what the roofline allows in nanoseconds
+    (32, 144, 5e-6, 1, "overhead"),
+    # ten tiny calls of 4 µs each: still overhead per call
+    (320, 1440, 40e-6, 10, "overhead"),
+    # slow but not tiny (1 ms per call): the intensity decides, not the per-call cost
+    (1_000, 1_000, 1e-3, 1, "memory"),
+    # no bytes at all (pure arithmetic, already in registers): compute
+    (10**9, 0, 0.02, 1, "compute"),
+])
+def test_classify_on_synthetic_timings(flops, nbytes, seconds, calls, want):
+    assert PEAKS.classify(flops, nbytes, seconds, calls) == want
+
+
+def test_classify_refuses_impossible_timings():
+    with pytest.raises(ValueError, match="positive time"):
+        PEAKS.classify(1, 1, 0.0)
+    with pytest.raises(ValueError, match="call count"):
+        PEAKS.classify(1, 1, 1.0, calls=0)
+
+
+def test_cache_levels_from_sysfs(tmp_path):
+    for index, (level, kind, size, shared) in enumerate([
+            (1, "Data", "32K", "0"), (1, "Instruction", "32K", "0"),
+            (2, "Unified", "512K", "0"), (3, "Unified", "32768K", "0-1,4-5")]):
+        folder = tmp_path / f"index{index}"
+        folder.mkdir()
+        for name, text in (("level", level), ("type", kind), ("size", size),
+                           ("shared_cpu_list", shared)):
+            (folder / name).write_text(f"{text}\n")
+    assert cache_levels(tmp_path) == (CacheLevel(1, 32 * 1024, 1), CacheLevel(2, 512 * 1024, 1),
+                                      CacheLevel(3, 32 * 2**20, 4))
+    assert cache_levels(tmp_path / "missing") == ()
+
+
+@pytest.mark.parametrize("llc_mib, want_mib", [(0, 256), (32, 256), (128, 512), (512, 1024)])
+def test_stream_arrays_are_4x_the_last_level_cache_within_bounds(llc_mib, want_mib):
+    levels = (CacheLevel(3, llc_mib * 2**20),) if llc_mib else ()
+    assert stream_array_bytes(levels) == want_mib * 2**20
+
+
+def test_stream_bytes_convention():
+    # copy and scale read one array and write one; add reads two and writes one; numpy's triad
+    # is two passes (y = s·y, then y += x): 16 + 24 bytes per float64 element
+    assert STREAM_BYTES_PER_ELEMENT == {"copy": 16, "scale": 16, "add": 24, "triad": 40}
+
+
+def test_machine_peaks_measured_in_a_child_and_cached():
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peaks = machine_peaks()
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert peaks is machine_peaks()
+    # two STREAM arrays of at least 256 MiB each lived in the child, never here
+    assert peaks.array_bytes >= 256 * 2**20 and grown_kib < 64 * 1024
+    assert set(peaks.stream) == set(STREAM_BYTES_PER_ELEMENT)
+    assert peaks.bytes_per_second == max(peaks.stream.values())
+    assert peaks.matmul_size in (256, 512, 1024, 2048)
+    assert 1e8 < peaks.flops_per_second < 1e14 and 1e8 < peaks.bytes_per_second < 1e13
+    assert 0 < peaks.call_overhead_s < 1e-4
+    assert "BLAS" in peaks.context and "BLAS" in str(peaks)

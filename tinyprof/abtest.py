@@ -1,0 +1,218 @@
+"""A/B comparison of two callables: interleaved timing, an effect size with its interval, a
+significance test, a noise band, and a verdict that needs all three.
+
+Timing the same function as "A" and then as "B" in two sequential blocks routinely gives
+"significant" differences: the machine drifts (frequency, other processes, caches) between the
+blocks. :func:`ab_test` therefore runs the two in *rounds*, each round timing one calibrated block
+of A and one of B in a random order, so that drift hits both alike. From the per-call samples:
+
+- **speedup** = median(baseline) / median(candidate): above 1 the candidate is faster;
+- its 95 % **bootstrap interval**: the ratio of the medians of ``resamples`` independent
+  resamples (with replacement) of each side, and the 2.5th and 97.5th percentiles of the ratios;
+- the **Mann–Whitney U** test (two-sided): U = number of pairs (a, b) with a > b, ties counting
+  ½; its p-value by the normal approximation with tie and continuity corrections (what
+  ``scipy.stats.mannwhitneyu(..., method="asymptotic")`` gives); asv and Google Benchmark's
+  compare.py use this test too; it needs no normal samples;
+- the **noise band** ±``noise_band``: ratios within [1/(1 + band), 1 + band] count as no change
+  however significant (criterion.rs calls it the noise threshold);
+- the **verdict**: "faster" when p < ``alpha`` *and* the whole interval lies above 1 + band,
+  "slower" when p < ``alpha`` and the whole interval lies below 1/(1 + band), else
+  "no change". Fewer than MIN_ROUNDS rounds always give "no change", with a warning.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .timing import LatencyStats, callable_name, collect_context
+from .timing.harness import MIN_BLOCK_SECONDS, _make_block, calibrate_loops
+from .units import format_seconds
+
+#: Relative change treated as noise, either way.
+NOISE_BAND = 0.05
+#: Significance level of the Mann–Whitney test.
+ALPHA = 0.01
+#: Below this many rounds the test has too little power (Google Benchmark warns below 9).
+MIN_ROUNDS = 9
+CONFIDENCE = 0.95
+RESAMPLES = 2000
+
+
+def _average_ranks(values: np.ndarray) -> np.ndarray:
+    """Ranks 1…n of ``values``, ties sharing the mean of the ranks they span."""
+    order = np.argsort(values, kind="mergesort")
+    _, first, counts = np.unique(values[order], return_index=True, return_counts=True)
+    mean_rank = first + (counts + 1) / 2.0
+    ranks = np.empty(values.size)
+    ranks[order] = np.repeat(mean_rank, counts)
+    return ranks
+
+
+def mann_whitney_u(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
+    """(U, p): U = #{(x, y): x in a, y in b, x > y} + ½·#{x = y}, and the two-sided p-value
+    p = erfc(z / √2) with z = (|U − n₁n₂/2| − ½) / σ and
+    σ² = n₁n₂/12 · ((n + 1) − Σ(t³ − t) / (n(n − 1))) over the groups of t tied values."""
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if x.size == 0 or y.size == 0:
+        raise ValueError(f"mann_whitney_u needs samples on both sides, got {x.size} and {y.size}")
+    n1, n2 = x.size, y.size
+    n = n1 + n2
+    combined = np.concatenate([x, y])
+    u = float(_average_ranks(combined)[:n1].sum() - n1 * (n1 + 1) / 2)
+    _, ties = np.unique(combined, return_counts=True)
+    variance = n1 * n2 / 12 * ((n + 1) - float((ties**3 - ties).sum()) / (n * (n - 1)))
+    if variance <= 0:
+        return u, 1.0
+    z = max(abs(u - n1 * n2 / 2) - 0.5, 0.0) / math.sqrt(variance)
+    return u, min(1.0, math.erfc(z / math.sqrt(2)))
+
+
+def bootstrap_ratio_ci(baseline: Sequence[float], candidate: Sequence[float],
+                       confidence: float = CONFIDENCE, resamples: int = RESAMPLES,
+                       seed: int = 0) -> tuple[float, float]:
+    """Percentile-bootstrap interval of median(baseline) / median(candidate): each side
+    resampled with replacement ``resamples`` times (``np.random.default_rng(seed)``), the
+    ratio of the medians taken per resample, and its (1 − c)/2 and (1 + c)/2 percentiles."""
+    a, b = np.asarray(baseline, dtype=float), np.asarray(candidate, dtype=float)
+    rng = np.random.default_rng(seed)
+    a_medians = np.median(a[rng.integers(0, a.size, (resamples, a.size))], axis=1)
+    b_medians = np.median(b[rng.integers(0, b.size, (resamples, b.size))], axis=1)
+    tail = 100 * (1 - confidence) / 2
+    low, high = np.percentile(a_medians / b_medians, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def verdict(speedup_ci: tuple[float, float], p_value: float, rounds: int,
+            noise_band: float = NOISE_BAND, alpha: float = ALPHA) -> str:
+    """"faster", "slower" or "no change" by the rule in the module docstring."""
+    if rounds < MIN_ROUNDS or p_value >= alpha:
+        return "no change"
+    low, high = speedup_ci
+    if low > 1 + noise_band:
+        return "faster"
+    if high < 1 / (1 + noise_band):
+        return "slower"
+    return "no change"
+
+
+@dataclass(frozen=True)
+class ABResult:
+    """The outcome of :func:`ab_test` (see the module docstring for every field's meaning)."""
+
+    baseline: LatencyStats
+    candidate: LatencyStats
+    speedup: float
+    ci: tuple[float, float]
+    p_value: float
+    u_statistic: float
+    rounds: int
+    noise_band: float = NOISE_BAND
+    alpha: float = ALPHA
+    interleaved: bool = True
+    verdict: str = "no change"
+    warnings: tuple[str, ...] = ()
+
+    @classmethod
+    def from_samples(cls, baseline: LatencyStats, candidate: LatencyStats, *,
+                     noise_band: float = NOISE_BAND, alpha: float = ALPHA,
+                     interleaved: bool = True, seed: int = 0) -> "ABResult":
+        """Compare two sets of samples already taken (one per round on each side)."""
+        a, b = np.asarray(baseline.samples), np.asarray(candidate.samples)
+        rounds = min(a.size, b.size)
+        u, p = mann_whitney_u(a, b)
+        ci = bootstrap_ratio_ci(a, b, seed=seed)
+        notes = []
+        if rounds < MIN_ROUNDS:
+            notes.append(f"only {rounds} rounds: at least {MIN_ROUNDS} are needed before a "
+                         "difference is called")
+        if not interleaved:
+            notes.append("sequential blocks (all A, then all B): drift between the blocks looks "
+                         "like a difference; interleave for a fair comparison")
+        for side, stats in (("baseline", baseline), ("candidate", candidate)):
+            notes += [f"{side}: {w.split('. ')[0]}" for w in stats.warnings
+                      if w.startswith(("unstable", "busy"))]
+        return cls(baseline, candidate, baseline.median / candidate.median, ci, p, u, rounds,
+                   noise_band, alpha, interleaved,
+                   verdict(ci, p, rounds, noise_band, alpha), tuple(notes))
+
+    def __str__(self) -> str:
+        low, high = self.ci
+        name_a, name_b = self.baseline.name or "baseline", self.candidate.name or "candidate"
+        lines = [f"{name_b} vs {name_a}: {self.speedup:.3f}× as fast "
+                 f"(95% CI {low:.3f}–{high:.3f}×, Mann–Whitney p = {self.p_value:.2g}, "
+                 f"noise band ±{self.noise_band:.0%}, "
+                 f"{self.rounds} {'interleaved ' if self.interleaved else ''}rounds) → "
+                 f"{self.verdict}",
+                 f"  medians: {name_a} {format_seconds(self.baseline.median)}, "
+                 f"{name_b} {format_seconds(self.candidate.median)}"]
+        lines += [f"  warning: {w}" for w in self.warnings]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def plot(self):
+        """Left: both sides' per-call times; right: the speedup, its interval and the band."""
+        from .plots import plot_ab
+
+        return plot_ab(self)
+
+
+def _timed_rounds(blocks: Sequence[Callable[[int], float]], loops: Sequence[int], rounds: int,
+                  interleave: bool, rng: np.random.Generator) -> list[list[float]]:
+    """Per-call seconds of each block: one block of each per round in a random order, or (not
+    interleaved) all rounds of the first, then all of the second."""
+    times: list[list[float]] = [[] for _ in blocks]
+    if interleave:
+        for _ in range(rounds):
+            for i in rng.permutation(len(blocks)):
+                times[i].append(blocks[i](loops[i]) / loops[i])
+    else:
+        for i, block in enumerate(blocks):
+            times[i] = [block(loops[i]) / loops[i] for _ in range(rounds)]
+    return times
+
+
+def ab_test(baseline: Callable, candidate: Callable, *args: Any, rounds: int = 30,
+            warmup: int = 3, loops: int | None = None, noise_band: float = NOISE_BAND,
+            alpha: float = ALPHA, interleave: bool = True, seed: int = 0,
+            **kwargs: Any) -> ABResult:
+    """Time ``baseline(*args, **kwargs)`` and ``candidate(*args, **kwargs)`` in ``rounds``
+    interleaved rounds (random order in each, ``seed``) after ``warmup`` calls each, with the
+    calls per block calibrated to ≥ 200 µs (or ``loops``) and the garbage collector off, and
+    compare them (:class:`ABResult`). ``interleave=False`` times all rounds of the baseline
+    first: only for showing why not to."""
+    if rounds < 1 or warmup < 0:
+        raise ValueError(f"ab_test needs rounds ≥ 1 and warmup ≥ 0, got {rounds} and {warmup}")
+    if not (callable(baseline) and callable(candidate)):
+        raise TypeError("ab_test compares two callables: ab_test(baseline, candidate, *args)")
+    blocks = [_make_block(fn, args, kwargs) for fn in (baseline, candidate)]
+    for block in blocks:
+        block(warmup)
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        counts = [loops or calibrate_loops(block, MIN_BLOCK_SECONDS) for block in blocks]
+        times = _timed_rounds(blocks, counts, rounds, interleave, np.random.default_rng(seed))
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    context = collect_context()
+    stats = [LatencyStats.from_samples(t, loops=n, name=callable_name(fn), warmup=warmup,
+                                       context=context)
+             for t, n, fn in zip(times, counts, (baseline, candidate))]
+    if stats[0].name == stats[1].name:
+        stats = [LatencyStats.from_samples(s.samples, loops=s.loops, name=label, warmup=warmup,
+                                           context=context)
+                 for s, label in zip(stats, ("A", "B"))]
+    return ABResult.from_samples(*stats, noise_band=noise_band, alpha=alpha,
+                                 interleaved=interleave, seed=seed)
+
+
+__all__ = ["ABResult", "ALPHA", "MIN_ROUNDS", "NOISE_BAND", "ab_test", "bootstrap_ratio_ci",
+           "mann_whitney_u", "verdict"]
