@@ -61,5 +61,5 @@ def linear_params(in_features, out_features, bias=True):
     "count_model_parameters": ('''
 def count_model_parameters(model):
     return tp.Profiler().count_parameters(model)
-''', "tinyprof.Profiler.count_parameters is switched off while your function is checked"),
+''', "building a tinyprof.Profiler is switched off while your function is checked"),
 }
