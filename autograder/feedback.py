@@ -18,35 +18,20 @@ that were put back for grading. Before the page is rendered:
 
 from __future__ import annotations
 
-import json
-import re
 from pathlib import Path
 
 from nbconvert.preprocessors import Preprocessor
 from traitlets import List, Unicode
 
+from .cells import is_test, marked_lines
+
 REDACTED = "[grader: removed a line that quotes the hidden tests]"
 
 
 def hidden_test_lines(source_notebook: Path) -> set[str]:
-    """Stripped lines (at least 12 characters) inside the hidden-test regions of an instructor
+    """Stripped lines (12+ characters) inside the hidden-test regions of an instructor
     notebook."""
-    lines: set[str] = set()
-    for cell in json.loads(source_notebook.read_text(encoding="utf-8"))["cells"]:
-        inside = False
-        for line in "".join(cell["source"]).splitlines():
-            if re.search(r"BEGIN HIDDEN TESTS", line):
-                inside = True
-            elif re.search(r"END HIDDEN TESTS", line):
-                inside = False
-            elif inside and len(line.strip()) >= 12:
-                lines.add(line.strip())
-    return lines
-
-
-def _is_test_cell(cell) -> bool:
-    meta = cell.get("metadata", {}).get("nbgrader", {})
-    return bool(meta.get("grade")) and not meta.get("solution")
+    return marked_lines(source_notebook, "HIDDEN TESTS", 12)
 
 
 class RedactFeedback(Preprocessor):
@@ -71,7 +56,7 @@ class RedactFeedback(Preprocessor):
             elif kind == "error":
                 output["evalue"] = self._clean(output.get("evalue", ""))
                 output["traceback"] = ([f"{output.get('ename', 'Error')}: {output['evalue']}"]
-                                       if _is_test_cell(cell) else
+                                       if is_test(cell) else
                                        [self._clean(line) for line in output.get("traceback", [])])
             for mime, value in output.get("data", {}).items():
                 if mime.startswith("text/") and isinstance(value, (str, list)):

@@ -106,7 +106,8 @@ def grade(submissions: Path, out: Path, *, jobs: int = 1, timeout: int | None = 
     with _exclusive(out), _signals_interrupt(), unpacking(out / "work"):
         intake = collect(Path(submissions), out / "work", skip=out)
         tasks = _tasks(intake.submissions)
-        template = prepare(out, sorted({t.assignment for t in tasks})) if tasks else None
+        template = (prepare(out, sorted({t.assignment for t in tasks}), cache=settings.sandbox)
+                    if tasks else None)
         journal = Journal(out / "journal.jsonl")
         specs = {(s.assignment, s.name): s for s in course.notebook_specs()}
         rows, todo = _plan(tasks, journal, settings, specs, out)

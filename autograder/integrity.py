@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import course
+from .cells import grade_id, is_answer, is_test
+from .cells import source as _source
 from .repair import repair
 
 HELPERS = frozenset({"expect", "reference_unavailable", "ReferenceUnavailable",
@@ -176,12 +178,11 @@ def _context(source: dict, release: dict) -> _Context:
         tree = _parse(_source(cell)) if cell.get("cell_type") == "code" else None
         if tree is None:
             continue
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if meta.get("grade") and not meta.get("solution"):
+        if is_test(cell):
             loaded |= {n.id for n in ast.walk(tree)
                        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
             bound |= _bound_anywhere(tree)
-        elif meta.get("solution"):
+        elif is_answer(cell):
             answers |= {name for name, _ in _top_bindings(tree)}
         else:
             for stmt in tree.body:
@@ -490,18 +491,13 @@ def _parse(text: str) -> ast.Module | None:
         return None
 
 
-def _source(cell: dict) -> str:
-    source = cell.get("source", "")
-    return "".join(source) if isinstance(source, list) else str(source)
-
-
 def _normal(text: str) -> str:
     return "\n".join(line.rstrip() for line in text.strip().splitlines())
 
 
 def _label(cell: dict, number: int) -> str:
-    grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-    return f"cell {grade_id}" if grade_id else f"cell {number}"
+    found = grade_id(cell)
+    return f"cell {found}" if found else f"cell {number}"
 
 
 def _load(path: Path) -> dict:

@@ -9,8 +9,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .repair import kind
-from .sandbox import DIED_ENAME, DROPPED_MARK, NOT_RUN_ENAME, TIMEOUT_ENAME
+from .cells import DIED_ENAME, DROPPED_MARK, NOT_RUN_ENAME, TIMEOUT_ENAME, kind, nbgrader_meta
 
 BASE_COLUMNS = ["student", "assignment", "score", "max_score", "auto_score", "max_auto_score",
                 "needs_manual_grade", "status"]
@@ -45,7 +44,7 @@ def cell_notes(notebook: dict, scores: dict[str, float | None], timeout: int,
     for number, cell in enumerate(notebook.get("cells", []), 1):
         if cell.get("cell_type") != "code":
             continue
-        meta = cell.get("metadata", {}).get("nbgrader", {})
+        meta = nbgrader_meta(cell)
         grade_id = meta.get("grade_id")
         label = f"{kind(cell)} cell {grade_id}" if grade_id else f"cell {number}"
         outputs = cell.get("outputs", [])

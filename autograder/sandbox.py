@@ -36,12 +36,9 @@ from nbgrader.preprocessors import Execute
 from traitlets import Bool, Integer
 
 from . import isolation
+from .cells import DIED_ENAME, DROPPED_MARK, NOT_RUN_ENAME, TIMEOUT_ENAME
 
 LAUNCHER = Path(__file__).resolve().with_name("launcher.py")
-TIMEOUT_ENAME = "CellTimeoutError"
-DIED_ENAME = "KernelDied"
-NOT_RUN_ENAME = "NotRun"
-DROPPED_MARK = "[grader: "
 
 
 class SandboxedKernelManager(AsyncKernelManager):
