@@ -92,7 +92,12 @@ class SandboxedKernelManager(AsyncKernelManager):
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart=restart)
-        if self._sockets is not None and not restart:
+        if not restart:
+            self.remove_sockets()
+
+    def remove_sockets(self) -> None:
+        """Delete this kernel's socket folder (also when its shutdown failed half way)."""
+        if self._sockets is not None:
             shutil.rmtree(self._sockets, ignore_errors=True)
 
     cleanup_resources = _async_cleanup_resources
@@ -157,22 +162,28 @@ class GraderExecute(Execute):
         self.km = SandboxedKernelManager(kernel_name=self.kernel_name or "python3",
                                          config=self.config, memory_mb=self.memory_mb,
                                          isolate=self.isolate)
+        self._managers.append(self.km)
         return self.km
 
     def preprocess(self, nb, resources=None, km=None):
         pristine = copy.deepcopy(nb.cells)
         self._replaced: dict[int, list] = {}
         self._stop_at: int | None = None
-        while True:
-            try:
-                return super().preprocess(nb, resources, km)
-            except KernelLost as lost:
-                self.log.warning("kernel lost at cell %d; running the notebook again without it",
-                                 lost.index)
-                self._replaced[lost.index] = lost.outputs
-                if len(self._replaced) > self.max_kernel_restarts:
-                    self._stop_at = lost.index + 1
-                nb.cells = copy.deepcopy(pristine)
+        self._managers: list[SandboxedKernelManager] = []
+        try:
+            while True:
+                try:
+                    return super().preprocess(nb, resources, km)
+                except KernelLost as lost:
+                    self.log.warning("kernel lost at cell %d; running the notebook again "
+                                     "without it", lost.index)
+                    self._replaced[lost.index] = lost.outputs
+                    if len(self._replaced) > self.max_kernel_restarts:
+                        self._stop_at = lost.index + 1
+                    nb.cells = copy.deepcopy(pristine)
+        finally:  # a kernel lost mid-cell may never have run its own clean-up
+            for manager in self._managers:
+                manager.remove_sockets()
 
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type == "code" and self._skipped(index):
