@@ -13,6 +13,8 @@ from typing import Iterator
 from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
+from .cells import nbgrader_meta
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = REPO_ROOT / "solutions"
 NOTEBOOKS = REPO_ROOT / "notebooks"
@@ -90,7 +92,7 @@ class NotebookSpec:
 def notebook_spec(source: Path) -> NotebookSpec:
     """Read the grade ids and points of one instructor notebook."""
     cells = json.loads(Path(source).read_text(encoding="utf-8"))["cells"]
-    meta = [(c, c.get("metadata", {}).get("nbgrader", {})) for c in cells]
+    meta = [(c, nbgrader_meta(c)) for c in cells]
     graded = [(c, m) for c, m in meta if m.get("grade")]
     return NotebookSpec(
         assignment=source.parent.name, name=source.name, source=source,

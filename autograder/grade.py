@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterator
 
-from . import course
+from . import course, isolation
 from .gradebook import merge, prepare
 from .intake import Submission, collect, unpacking
 from .integrity import flag_notes, task_flags
@@ -41,10 +41,12 @@ from .report import GradeRow, add_notes, failure_page, summary, write_grades
 
 __all__ = ["GradeRow", "GradingInterrupted", "Settings", "grade"]
 
-VERSION = 2  # bump when grading itself changes, so that a re-run regrades everything
+VERSION = 3  # bump when grading itself changes, so that a re-run regrades everything
 #: Outcomes a re-run keeps; "not graded" and "timed out" are tried again.
 FINAL = ("graded", "unreadable")
 MIN_MEMORY_MB = 384
+#: What grades.csv and the summary say of kernels run with --no-sandbox.
+NO_SANDBOX = "NONE (--no-sandbox): student code ran with the grader's own permissions"
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,7 @@ class Settings:
     timeout: int = 60
     memory_mb: int = 2048
     submission_limit_s: float | None = None
+    sandbox: bool = True
 
     def __post_init__(self) -> None:
         if self.timeout < 1:
@@ -96,19 +99,21 @@ def grade(submissions: Path, out: Path, *, jobs: int = 1, timeout: int | None = 
         settings = Settings(**{k: v for k, v in given.items() if v is not None})
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1, got {jobs}")
+    isolation_used = isolation.check() if settings.sandbox else NO_SANDBOX
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     _mark_private(out)
     with _exclusive(out), _signals_interrupt(), unpacking(out / "work"):
         intake = collect(Path(submissions), out / "work", skip=out)
         tasks = _tasks(intake.submissions)
-        template = prepare(out, sorted({t.assignment for t in tasks})) if tasks else None
+        template = (prepare(out, sorted({t.assignment for t in tasks}), cache=settings.sandbox)
+                    if tasks else None)
         journal = Journal(out / "journal.jsonl")
         specs = {(s.assignment, s.name): s for s in course.notebook_specs()}
         rows, todo = _plan(tasks, journal, settings, specs, out)
         bar = Progress(len(tasks), len(tasks) - len(todo), stream=None if progress else _Null())
         try:
-            _run(todo, jobs, settings, out, template, journal, rows, bar)
+            _run(todo, jobs, settings, out, template, journal, rows, bar, isolation_used)
         finally:
             bar.close()
         _refresh_scores(out, rows)
@@ -181,12 +186,13 @@ def _tasks(found: list[Submission]) -> list[Task]:
 
 
 def _run(todo: list, jobs: int, settings: Settings, out: Path, template: Path | None,
-         journal: Journal, rows: dict[str, GradeRow], bar: Progress) -> None:
+         journal: Journal, rows: dict[str, GradeRow], bar: Progress, isolation_used: str) -> None:
     by_key = {task.key: (task, fingerprint) for task, fingerprint in todo}
 
     def finished(payload: dict, result: dict) -> None:
         task, fingerprint = by_key[payload["key"]]
         row = _finish(task, result, out)
+        row.sandbox = isolation_used
         journal.add(task.key, fingerprint, row, result.get("seconds"))
         rows[task.key] = row
         bar.end(task.key, f"{row.status}, {row.auto_score:g}/{row.max_auto_score:g}")
@@ -205,7 +211,7 @@ def _payload(task: Task, settings: Settings, out: Path, template: Path | None) -
             "notes": [n for f in task.files for n in f.notes],
             "work": str(out / "work" / digest), "template": str(template),
             "release": str(out / "release"), "timeout": settings.timeout,
-            "memory_mb": settings.memory_mb}
+            "memory_mb": settings.memory_mb, "sandbox": settings.sandbox}
 
 
 def _finish(task: Task, result: dict, out: Path) -> GradeRow:
@@ -266,7 +272,8 @@ def _replace_tree(source: Path, target: Path) -> None:
 
 def _fingerprint(task: Task, settings: Settings) -> str:
     """Changes when a file, the chapter's instructor notebook or a setting changes."""
-    digest = hashlib.sha256(json.dumps([VERSION, settings.timeout, settings.memory_mb]).encode())
+    digest = hashlib.sha256(json.dumps([VERSION, settings.timeout, settings.memory_mb,
+                                        settings.sandbox]).encode())
     for f in sorted(task.files, key=lambda f: f.notebook):
         digest.update(f.notebook.encode())
         digest.update(f.path.read_bytes())

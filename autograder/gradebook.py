@@ -4,13 +4,18 @@ Only the grading parent writes DIR/gradebook.db; workers grade into private copi
 template (the gradebook with the assignments registered and no submissions), so there is no
 SQLite write concurrency at all. Merging a submission replaces whatever the gradebook held for
 that student and assignment in one transaction, which makes a re-run after a kill idempotent.
-Student code runs with the grader's file permissions and could write to its shard; the merge
-therefore takes only what autograding writes (no manual scores, extra credit or comments).
+Student code runs in a sandbox that cannot reach any gradebook (isolation.py); the merge takes
+only what autograding writes all the same (no manual scores, extra credit or comments), so a
+grader run with --no-sandbox cannot be handed more either.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
+import shutil
 import sqlite3
+import tempfile
 from contextlib import closing
 from pathlib import Path
 
@@ -24,10 +29,41 @@ class GradebookError(RuntimeError):
     """The cohort gradebook cannot take these assignments."""
 
 
-def prepare(out: Path, assignment_ids: list[str]) -> Path:
+def cache_folder() -> Path:
+    """Where fresh gradebooks are kept between grade commands: $XDG_CACHE_HOME/tinyprof or
+    ~/.cache/tinyprof (private to the user)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "tinyprof" / "gradebooks"
+
+
+def _cache_key(assignment_ids: list[str]) -> str:
+    """Changes with nbgrader's version and with every instructor notebook of the assignments."""
+    import nbgrader
+
+    digest = hashlib.sha256(nbgrader.__version__.encode())
+    for aid in sorted(assignment_ids):
+        digest.update(aid.encode())
+        for notebook in sorted((course.SOLUTIONS / aid).glob("*.ipynb")):
+            digest.update(notebook.name.encode())
+            digest.update(notebook.read_bytes())
+    return digest.hexdigest()[:32]
+
+
+def prepare(out: Path, assignment_ids: list[str], cache: bool = True) -> Path:
     """Register ``assignment_ids`` in ``out``/gradebook.db (again, harmlessly, on a re-run),
-    release them into ``out``/release, and write the template gradebook; return its path."""
+    release them into ``out``/release, and write the template gradebook; return its path.
+
+    Creating a gradebook costs nbgrader about 6 s (its schema migrations); with ``cache``, a new
+    ``out`` starts from a copy of a fresh gradebook kept in :func:`cache_folder` for exactly
+    these instructor notebooks, and the first grade command of a course leaves one there. Only
+    the grading process writes the cache: kernels never see it (with --no-sandbox the grader
+    passes ``cache=False``, so unsandboxed code cannot leave a gradebook for later cohorts)."""
     database = out / "gradebook.db"
+    cached = cache_folder() / f"{_cache_key(assignment_ids)}.db" if cache else None
+    fresh = not database.exists()
+    if fresh and cached is not None and cached.exists():
+        shutil.copyfile(cached, database)
+        fresh = False
     config = course.load_config(root=str(out), source_directory=str(course.SOLUTIONS),
                                 release_directory=str(out / "release"),
                                 db_url=f"sqlite:///{database}")
@@ -41,6 +77,8 @@ def prepare(out: Path, assignment_ids: list[str]) -> Path:
                     f"cannot register {aid} in {database}: {last[-1] if last else '?'} (a "
                     "gradebook started with another version of the chapter cannot take it: "
                     "grade into a new --out folder)")
+    if fresh and cached is not None:
+        _store(database, cached)
     template = out / "work" / "template.db"
     template.parent.mkdir(parents=True, exist_ok=True)
     template.unlink(missing_ok=True)
@@ -50,6 +88,16 @@ def prepare(out: Path, assignment_ids: list[str]) -> Path:
             copy.execute(f"DELETE FROM {table}")  # noqa: S608 - fixed table names
         copy.commit()
     return template
+
+
+def _store(database: Path, cached: Path) -> None:
+    """Keep a copy of a just-created gradebook (assignments registered, no submissions)."""
+    cached.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=cached.parent, suffix=".db", delete=False) as handle:
+        temporary = Path(handle.name)
+    with closing(sqlite3.connect(database)) as source, closing(sqlite3.connect(temporary)) as copy:
+        source.backup(copy)
+    os.replace(temporary, cached)  # atomic: a concurrent grader sees the old file or the new
 
 
 def merge(database: Path, shard: Path, student: str, assignment: str,

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Iterator
 
+from .cells import grade_id
 from .course import NotebookSpec, notebook_specs
 
 LITTER = {"__MACOSX", ".DS_Store", ".ipynb_checkpoints", "Thumbs.db", "desktop.ini", "__pycache__"}
@@ -269,10 +270,9 @@ def grade_ids(notebook: dict) -> set[str]:
     """The nbgrader grade ids present in a notebook's cells."""
     ids = set()
     for cell in notebook.get("cells", []):
-        meta = cell.get("metadata", {})
-        grade_id = meta.get("nbgrader", {}).get("grade_id") if isinstance(meta, dict) else None
-        if isinstance(grade_id, str):
-            ids.add(grade_id)
+        found = grade_id(cell)
+        if found:
+            ids.add(found)
     return ids
 
 

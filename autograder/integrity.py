@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import course
+from .cells import grade_id, is_answer, is_test
+from .cells import source as _source
 from .repair import repair
 
 HELPERS = frozenset({"expect", "reference_unavailable", "ReferenceUnavailable",
@@ -46,6 +48,14 @@ SAFE_MAGICS = frozenset({"time", "%time", "timeit", "capture", "matplotlib", "pi
                          "prun", "who", "whos", "env", "writefile"})
 TOOLS = frozenset({"exec", "eval", "compile", "__import__"})
 TOOL_MODULES = frozenset({"builtins", "ctypes", "gc", "importlib", "marshal"})
+#: Modules and os functions that reach outside the notebook (processes, sockets, other files'
+#: databases, shared memory): the sandbox stops them, and the instructor should know they were
+#: tried. No chapter needs them.
+SYSTEM_MODULES = frozenset({"subprocess", "socket", "sqlite3", "mmap", "multiprocessing", "pty",
+                            "signal", "resource", "fcntl", "jupyter_client", "zmq"})
+OS_CALLS = frozenset({"fork", "forkpty", "system", "popen", "kill", "killpg", "setsid",
+                      "setuid", "setgid", "execv", "execve", "execvp", "execvpe", "execl",
+                      "execlp", "spawnv", "spawnve", "spawnl", "posix_spawn", "posix_spawnp"})
 REFLECTION = frozenset({"__code__", "__globals__", "__closure__", "__defaults__",
                         "__kwdefaults__", "__builtins__", "f_globals", "f_locals", "f_back",
                         "f_builtins", "tb_frame", "gi_frame", "cr_frame", "__subclasses__",
@@ -168,12 +178,11 @@ def _context(source: dict, release: dict) -> _Context:
         tree = _parse(_source(cell)) if cell.get("cell_type") == "code" else None
         if tree is None:
             continue
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if meta.get("grade") and not meta.get("solution"):
+        if is_test(cell):
             loaded |= {n.id for n in ast.walk(tree)
                        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
             bound |= _bound_anywhere(tree)
-        elif meta.get("solution"):
+        elif is_answer(cell):
             answers |= {name for name, _ in _top_bindings(tree)}
         else:
             for stmt in tree.body:
@@ -294,6 +303,8 @@ def _kind_of_import(target: str) -> str | None:
         return "builtins"
     if root in ("IPython", "ipykernel") and ":" not in target:
         return "ipython-module"
+    if module == "os" and ":" not in target:
+        return "os"
     return None
 
 
@@ -339,6 +350,9 @@ class _Review(ast.NodeVisitor):
             root = module.split(".")[0]
             if root in TOOL_MODULES:
                 self.flag(node, f"imports {root}, which can rewrite the tests' environment")
+            elif root in SYSTEM_MODULES:
+                self.flag(node, f"imports {root}, which reaches outside the notebook "
+                                "(processes, sockets, files); the sandbox stopped it")
 
     def visit_Name(self, node: ast.Name) -> None:
         if node.id == "__builtins__":
@@ -374,6 +388,9 @@ class _Review(ast.NodeVisitor):
                             "transformers, events)")
         elif kind == "sys" and func.attr in SYS_HOOKS:
             self.flag(node, f"calls sys.{func.attr}")
+        elif kind == "os" and func.attr in OS_CALLS:
+            self.flag(node, f"calls os.{func.attr}, which reaches outside the notebook; the "
+                            "sandbox stopped it")
         elif kind and kind.startswith("ipython"):
             self.flag(node, f"calls {func.attr} of IPython")
 
@@ -474,18 +491,13 @@ def _parse(text: str) -> ast.Module | None:
         return None
 
 
-def _source(cell: dict) -> str:
-    source = cell.get("source", "")
-    return "".join(source) if isinstance(source, list) else str(source)
-
-
 def _normal(text: str) -> str:
     return "\n".join(line.rstrip() for line in text.strip().splitlines())
 
 
 def _label(cell: dict, number: int) -> str:
-    grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-    return f"cell {grade_id}" if grade_id else f"cell {number}"
+    found = grade_id(cell)
+    return f"cell {found}" if found else f"cell {number}"
 
 
 def _load(path: Path) -> dict:

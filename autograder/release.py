@@ -8,11 +8,11 @@ tests; the release is refused, naming the cell, if any leaked through.
 from __future__ import annotations
 
 import json
-import re
 import tempfile
 from pathlib import Path
 
 from . import course
+from .cells import grade_id, marked_lines
 
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS",
            "BEGIN MARK SCHEME", "END MARK SCHEME")
@@ -45,18 +45,9 @@ def release(assignment_ids: list[str] | None = None, release_dir: Path | None = 
 
 
 def solution_lines(source_notebook: Path) -> set[str]:
-    """Distinctive lines from the solution and hidden-test regions of an instructor notebook."""
-    lines: set[str] = set()
-    for cell in json.loads(source_notebook.read_text())["cells"]:
-        inside = False
-        for line in "".join(cell["source"]).splitlines():
-            if re.search(r"BEGIN (SOLUTION|HIDDEN TESTS)", line):
-                inside = True
-            elif re.search(r"END (SOLUTION|HIDDEN TESTS)", line):
-                inside = False
-            elif inside and len(line.strip()) >= 25:
-                lines.add(line.strip())
-    return lines
+    """Distinctive lines (25+ characters) from the solution and hidden-test regions of an
+    instructor notebook."""
+    return marked_lines(source_notebook, "SOLUTION|HIDDEN TESTS", 25)
 
 
 def check_no_leaks(student_notebook: Path, source_notebook: Path | None = None) -> None:
@@ -66,7 +57,7 @@ def check_no_leaks(student_notebook: Path, source_notebook: Path | None = None) 
         secret = solution_lines(source_notebook)
     for index, cell in enumerate(json.loads(student_notebook.read_text())["cells"]):
         text = "".join(cell["source"])
-        cell_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", cell.get("id"))
+        cell_id = grade_id(cell) or cell.get("id")
         found = [m for m in MARKERS if m in text]
         found += [line for line in text.splitlines() if line.strip() in secret]
         if found:

@@ -17,36 +17,13 @@ from __future__ import annotations
 
 import copy
 
-
-def _source(cell: dict) -> str:
-    source = cell.get("source", "")
-    return "".join(source) if isinstance(source, list) else str(source)
+from .cells import grade_id as _grade_id
+from .cells import kind
+from .cells import source as _source
 
 
 def _normal(text: str) -> str:
     return "\n".join(line.rstrip() for line in text.strip().splitlines())
-
-
-def _meta(cell: dict) -> dict:
-    meta = cell.get("metadata")
-    return meta.get("nbgrader", {}) if isinstance(meta, dict) else {}
-
-
-def _grade_id(cell: dict) -> str | None:
-    grade_id = _meta(cell).get("grade_id")
-    return grade_id if isinstance(grade_id, str) else None
-
-
-def kind(cell: dict) -> str:
-    """What a released nbgrader cell is, in the words the feedback uses."""
-    meta = _meta(cell)
-    if meta.get("grade") and meta.get("solution"):
-        return "written answer" if cell.get("cell_type") == "markdown" else "hand-graded answer"
-    if meta.get("solution"):
-        return "answer"
-    if meta.get("grade"):
-        return "test"
-    return "task" if meta.get("task") else "read-only"
 
 
 def repair(submitted: dict, release: dict, source: dict | None = None) -> tuple[dict, list[str]]:

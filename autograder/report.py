@@ -9,12 +9,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .repair import kind
-from .sandbox import DIED_ENAME, DROPPED_MARK, NOT_RUN_ENAME, TIMEOUT_ENAME
+from .cells import DIED_ENAME, DROPPED_MARK, NOT_RUN_ENAME, TIMEOUT_ENAME, kind, nbgrader_meta
 
 BASE_COLUMNS = ["student", "assignment", "score", "max_score", "auto_score", "max_auto_score",
                 "needs_manual_grade", "status"]
-EXTRA_COLUMNS = ["lms_id", "late", "submitted", "flagged", "notes"]
+EXTRA_COLUMNS = ["lms_id", "late", "submitted", "flagged", "sandbox", "notes"]
 
 
 @dataclass
@@ -35,6 +34,7 @@ class GradeRow:
     submitted: str = ""
     notes: list[str] = field(default_factory=list)
     flags: list[str] = field(default_factory=list)  # reasons to review it (integrity.py)
+    sandbox: str = ""  # the isolation its kernels ran in (isolation.check), or why none
 
 
 def cell_notes(notebook: dict, scores: dict[str, float | None], timeout: int,
@@ -44,7 +44,7 @@ def cell_notes(notebook: dict, scores: dict[str, float | None], timeout: int,
     for number, cell in enumerate(notebook.get("cells", []), 1):
         if cell.get("cell_type") != "code":
             continue
-        meta = cell.get("metadata", {}).get("nbgrader", {})
+        meta = nbgrader_meta(cell)
         grade_id = meta.get("grade_id")
         label = f"{kind(cell)} cell {grade_id}" if grade_id else f"cell {number}"
         outputs = cell.get("outputs", [])
@@ -133,7 +133,7 @@ def question_columns(rows: list[GradeRow], order: list[str]) -> list[str]:
 def write_grades(rows: list[GradeRow], path: Path, order: list[str] = ()) -> None:
     """grades.csv: the base columns, one column per graded question (its nbgrader grade id),
     then the LMS id, whether the LMS marked it late, the file graded, why it is flagged for
-    review (empty: not flagged), and the grader's notes."""
+    review (empty: not flagged), the sandbox its kernels ran in, and the grader's notes."""
     questions = question_columns(rows, list(order))
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
@@ -145,7 +145,7 @@ def write_grades(rows: list[GradeRow], path: Path, order: list[str] = ()) -> Non
                 "yes" if row.needs_manual_grade else "no", row.status,
                 *(_fmt(row.questions.get(q)) for q in questions),
                 row.lms_id, "yes" if row.late else "no", row.submitted, " | ".join(row.flags),
-                " | ".join(row.notes)])
+                row.sandbox, " | ".join(row.notes)])
 
 
 def _fmt(value: float | None) -> str:
@@ -165,6 +165,11 @@ def summary(rows: list[GradeRow], problems: list[str], out: Path) -> str:
         lines.append(f"  {assignment}: {len(graded)} graded, mean autograded score {mean:.2f} / "
                      f"{max((r.max_auto_score for r in mine), default=0):g}"
                      + (f"; {other}" if other else ""))
+    kinds = sorted({row.sandbox for row in rows if row.sandbox})
+    lines += [f"kernels ran in: {kind}" for kind in kinds]
+    if any(kind.startswith("NONE") for kind in kinds):
+        lines.append("WARNING: some submissions were graded WITHOUT a sandbox: review them before "
+                     "trusting their grades")
     flagged = [row for row in rows if row.flags]
     lines.append(f"{len(flagged)} flagged for review" + (":" if flagged else ""))
     lines += [f"  ! {row.student}/{row.assignment}: {flag}" for row in flagged

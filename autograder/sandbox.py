@@ -3,7 +3,8 @@
 ``GraderExecute`` replaces ``Execute`` in the autograde pipeline. On top of nbgrader's per-cell
 timeout it adds:
 
-- a memory limit on the kernel (``SandboxedKernelManager`` starts it through launcher.py);
+- a sandbox and limits for the kernel (``SandboxedKernelManager`` starts it in bubblewrap,
+  isolation.py, through launcher.py);
 - a dead kernel (``os._exit``, a segfault, the OOM killer) or one that ignores the interrupt
   after a timeout no longer fails the whole submission: the cell is given an error output
   saying what happened, and the notebook is run again from the top in a fresh kernel without
@@ -19,8 +20,10 @@ import copy
 import json
 import os
 import re
+import shutil
 import signal
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,24 +33,74 @@ from jupyter_core.utils import run_sync
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat import NotebookNode
 from nbgrader.preprocessors import Execute
-from traitlets import Integer
+from traitlets import Bool, Integer
+
+from . import isolation
+from .cells import DIED_ENAME, DROPPED_MARK, NOT_RUN_ENAME, TIMEOUT_ENAME
 
 LAUNCHER = Path(__file__).resolve().with_name("launcher.py")
-TIMEOUT_ENAME = "CellTimeoutError"
-DIED_ENAME = "KernelDied"
-NOT_RUN_ENAME = "NotRun"
-DROPPED_MARK = "[grader: "
 
 
 class SandboxedKernelManager(AsyncKernelManager):
-    """Starts the kernel through launcher.py: memory limit, one BLAS thread, dies with us."""
+    """Starts the kernel through launcher.py (memory, process and file limits, one BLAS
+    thread), inside a bubblewrap sandbox when ``isolate`` (isolation.py).
+
+    A sandboxed kernel has no network, so it talks to the grader over ZeroMQ ``ipc`` sockets in
+    a private folder of its own, and it is interrupted by a message on its control channel (a
+    signal would reach bwrap, not the kernel). Its working folder is an empty private tmpfs at
+    the path the grader asked for."""
 
     memory_mb = Integer(2048, help="Kernel data-segment limit in MB (0: none)").tag(config=True)
+    isolate = Bool(True, help="Run the kernel in a bubblewrap sandbox").tag(config=True)
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self._sockets: Path | None = None
+        self._cwd = os.getcwd()
+        if self.isolate:
+            self._sockets = Path(tempfile.mkdtemp(prefix="tinyprof-kernel-"))
+            isolation.prepare_sockets(self._sockets)
+            self.transport, self.ip = "ipc", str(self._sockets / "kernel")
+            self.connection_file = str(self._sockets / "connection.json")
+
+    @property
+    def limits(self) -> isolation.Limits:
+        return isolation.Limits(memory_mb=self.memory_mb)
+
+    async def _async_pre_start_kernel(self, **kw):
+        self._cwd = kw.get("cwd") or self._cwd
+        if self.isolate:
+            self.kernel_spec.interrupt_mode = "message"
+        return await super()._async_pre_start_kernel(**kw)
+
+    def write_connection_file(self, **kwargs) -> None:
+        super().write_connection_file(**kwargs)
+        if self.isolate and isolation.running_as_root():
+            os.chown(self.connection_file, isolation.kernel_uid(), isolation.kernel_uid())
 
     def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
         command = super().format_kernel_cmd(extra_arguments)
-        return [sys.executable, "-S", str(LAUNCHER), "--memory-mb", str(self.memory_mb),
-                "--parent-pid", str(os.getpid()), "--", *command]
+        if self.isolate:
+            return isolation.sandbox_command(command, scratch=Path(self._cwd),
+                                             sockets=self._sockets, limits=self.limits,
+                                             parent_pid=os.getpid())
+        limits = self.limits
+        return [sys.executable, "-S", str(LAUNCHER), "--memory-mb", str(limits.memory_mb),
+                "--address-space-mb", str(limits.address_space_mb),
+                "--file-mb", str(limits.file_mb), "--parent-pid", str(os.getpid()), "--",
+                *command]
+
+    async def _async_cleanup_resources(self, restart: bool = False) -> None:
+        await super()._async_cleanup_resources(restart=restart)
+        if not restart:
+            self.remove_sockets()
+
+    def remove_sockets(self) -> None:
+        """Delete this kernel's socket folder (also when its shutdown failed half way)."""
+        if self._sockets is not None:
+            shutil.rmtree(self._sockets, ignore_errors=True)
+
+    cleanup_resources = _async_cleanup_resources
 
 
 class KernelLost(Exception):
@@ -62,6 +115,17 @@ def error_output(ename: str, evalue: str) -> NotebookNode:
     """An error output as a kernel would send it; nbgrader scores it as a failure."""
     return NotebookNode(output_type="error", ename=ename, evalue=evalue,
                         traceback=[f"\x1b[0;31m{ename}\x1b[0m: {evalue}"])
+
+
+def _unwrapped(status: int) -> int:
+    """The kernel's own exit status behind bwrap's: bwrap exits with 128 + N when the process it
+    ran was killed by signal N, which ``returncode`` reports as −N for a direct child."""
+    if status > 128:
+        try:
+            return -signal.Signals(status - 128)
+        except ValueError:
+            pass
+    return status
 
 
 def describe_exit(status: int | None) -> str:
@@ -84,6 +148,7 @@ class GraderExecute(Execute):
     """nbgrader's Execute with a memory limit, kernel-death recovery and an output cap."""
 
     memory_mb = Integer(2048, help="Kernel memory limit in MB (0: none)").tag(config=True)
+    isolate = Bool(True, help="Run each kernel in a bubblewrap sandbox").tag(config=True)
     max_output_chars = Integer(100_000, help="Printed characters kept per cell").tag(config=True)
     max_display_chars = Integer(5_000_000, help="Characters of images and HTML kept per cell").tag(
         config=True)
@@ -95,23 +160,30 @@ class GraderExecute(Execute):
         if not self.kernel_name:
             self.kernel_name = self.nb.metadata.get("kernelspec", {}).get("name", "") or ""
         self.km = SandboxedKernelManager(kernel_name=self.kernel_name or "python3",
-                                         config=self.config, memory_mb=self.memory_mb)
+                                         config=self.config, memory_mb=self.memory_mb,
+                                         isolate=self.isolate)
+        self._managers.append(self.km)
         return self.km
 
     def preprocess(self, nb, resources=None, km=None):
         pristine = copy.deepcopy(nb.cells)
         self._replaced: dict[int, list] = {}
         self._stop_at: int | None = None
-        while True:
-            try:
-                return super().preprocess(nb, resources, km)
-            except KernelLost as lost:
-                self.log.warning("kernel lost at cell %d; running the notebook again without it",
-                                 lost.index)
-                self._replaced[lost.index] = lost.outputs
-                if len(self._replaced) > self.max_kernel_restarts:
-                    self._stop_at = lost.index + 1
-                nb.cells = copy.deepcopy(pristine)
+        self._managers: list[SandboxedKernelManager] = []
+        try:
+            while True:
+                try:
+                    return super().preprocess(nb, resources, km)
+                except KernelLost as lost:
+                    self.log.warning("kernel lost at cell %d; running the notebook again "
+                                     "without it", lost.index)
+                    self._replaced[lost.index] = lost.outputs
+                    if len(self._replaced) > self.max_kernel_restarts:
+                        self._stop_at = lost.index + 1
+                    nb.cells = copy.deepcopy(pristine)
+        finally:  # a kernel lost mid-cell may never have run its own clean-up
+            for manager in self._managers:
+                manager.remove_sockets()
 
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type == "code" and self._skipped(index):
@@ -160,7 +232,7 @@ class GraderExecute(Execute):
             return None
         for _ in range(20):
             if process.poll() is not None:
-                return process.returncode
+                return _unwrapped(process.returncode) if self.isolate else process.returncode
             time.sleep(0.05)
         return None
 

@@ -25,14 +25,16 @@ import warnings
 from pathlib import Path
 
 from . import course, zmqpoll
+from .feedback import configure_feedback
 from .intake import read_notebook
 from .launcher import die_with_parent
 from .repair import repair
 from .report import cell_notes
 
 
-def configure(work: Path, timeout: int, memory_mb: int):
-    """The course config pointed at ``work``, with the hardened Execute in the pipeline."""
+def configure(work: Path, timeout: int, memory_mb: int, isolate: bool = True):
+    """The course config pointed at ``work``, with the hardened (and, when ``isolate``,
+    sandboxed) Execute in the pipeline."""
     from nbconvert.preprocessors import ClearMetadataPreprocessor
     from nbgrader.preprocessors import (
         AssignLatePenalties,
@@ -48,6 +50,7 @@ def configure(work: Path, timeout: int, memory_mb: int):
                                 db_url=f"sqlite:///{work / 'gradebook.db'}")
     config.Execute.timeout = timeout
     config.GraderExecute.memory_mb = memory_mb
+    config.GraderExecute.isolate = isolate
     config.Autograde.autograde_preprocessors = [
         GraderExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
         AssignLatePenalties, CheckCellMetadata]
@@ -73,7 +76,9 @@ def grade_task(task: dict) -> dict:
         (submitted / name).write_text(json.dumps(fixed, ensure_ascii=False), encoding="utf-8")
     result = {"work": str(work), "status": "graded", "notes": notes}
     with course.preserve_cwd():
-        nbgrader = course.api(configure(work, task["timeout"], task["memory_mb"]))
+        config = configure(work, task["timeout"], task["memory_mb"], task.get("sandbox", True))
+        configure_feedback(config, [course.SOLUTIONS / assignment / n for n in task["notebooks"]])
+        nbgrader = course.api(config)
         graded = nbgrader.autograde(assignment, student, force=True, create=True)
         if not graded["success"]:
             return {**result, "status": "not graded", "notes": notes + [

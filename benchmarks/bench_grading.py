@@ -1,8 +1,10 @@
 """Grading cost, measured side by side in one run.
 
-1. One chapter-01 notebook (every exercise solved): bare nbclient execution, against nbgrader's
-   autograde plus feedback as a worker runs them (hardened Execute, memory limit), against a
-   whole ``grade()`` of a one-submission cohort (intake, gradebook, worker start, merge).
+1. One chapter-01 notebook (every exercise solved): bare nbclient execution; the same in the
+   bubblewrap sandbox (SandboxedKernelManager): the sandbox's cost per notebook; nbgrader's
+   autograde plus feedback as a worker runs them (hardened Execute, limits), with and without
+   the sandbox; and a whole ``grade()`` of a one-submission cohort (intake, gradebook, worker
+   start, merge): the fixed cost of a ``grade`` command.
 2. A cohort of N submissions (default 30: solved, partly solved and untouched notebooks), graded
    with ``--jobs 1`` and with ``--jobs J``: wall time, speedup, and whether grades.csv is
    byte-identical.
@@ -39,13 +41,16 @@ def timed(action, *args, **kwargs) -> float:
     return time.perf_counter() - start
 
 
-def bare_nbclient(notebook: bytes, folder: Path) -> None:
+def bare_nbclient(notebook: bytes, folder: Path, sandboxed: bool = False) -> None:
     import nbformat
     from nbclient import NotebookClient
 
+    from autograder.sandbox import SandboxedKernelManager
+
     nb = nbformat.reads(notebook.decode(), as_version=4)
+    extra = {"kernel_manager_class": SandboxedKernelManager} if sandboxed else {}
     NotebookClient(nb, timeout=60, allow_errors=True, kernel_name="python3",
-                   resources={"metadata": {"path": str(folder)}}).execute()
+                   resources={"metadata": {"path": str(folder)}}, **extra).execute()
 
 
 def one_notebook(scratch: Path, repeat: int) -> dict[str, float]:
@@ -61,11 +66,17 @@ def one_notebook(scratch: Path, repeat: int) -> dict[str, float]:
             "template": str(template), "release": str(out / "release"), "timeout": 60,
             "memory_mb": 2048}
     times: dict[str, list[float]] = {"bare nbclient execution": [],
-                                     "nbgrader autograde + feedback": [],
+                                     "nbclient, kernel in the sandbox": [],
+                                     "autograde + feedback, no sandbox": [],
+                                     "autograde + feedback, sandboxed": [],
                                      "grade() of a 1-submission cohort": []}
-    for i in range(repeat):
+    for i in range(repeat):  # interleaved, so that the machine's drift hits every row alike
         times["bare nbclient execution"].append(timed(bare_nbclient, notebook, single))
-        times["nbgrader autograde + feedback"].append(timed(grade_task, task))
+        times["nbclient, kernel in the sandbox"].append(
+            timed(bare_nbclient, notebook, single, sandboxed=True))
+        times["autograde + feedback, no sandbox"].append(
+            timed(grade_task, {**task, "sandbox": False}))
+        times["autograde + feedback, sandboxed"].append(timed(grade_task, task))
         times["grade() of a 1-submission cohort"].append(timed(
             grade, scratch / "single", scratch / f"one-{i}", progress=False))
     return {name: statistics.median(values) for name, values in times.items()}
@@ -99,6 +110,12 @@ def main() -> None:
         print(f"\none chapter-01 notebook, median of {args.repeat}:")
         for name, seconds in single.items():
             print(f"  {name:34s} {seconds:6.2f} s   {seconds / bare:5.2f}× bare")
+        sandboxed = single["nbclient, kernel in the sandbox"]
+        fixed = single["grade() of a 1-submission cohort"] - single[
+            "autograde + feedback, sandboxed"]
+        print(f"  the sandbox costs {sandboxed - bare:+.2f} s per notebook "
+              f"({sandboxed / bare:.2f}× bare nbclient); fixed cost of a grade command: "
+              f"{fixed:.2f} s")
         root = cohort(scratch, args.cohort)
         walls, tables = {}, {}
         for jobs in (1, args.jobs):

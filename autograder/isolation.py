@@ -1,0 +1,208 @@
+"""Each student's kernel in a bubblewrap sandbox (Debian/Ubuntu package ``bubblewrap``).
+
+bubblewrap (``bwrap``, what Flatpak runs its applications in) builds the sandbox from Linux
+namespaces, with no daemon and no image. The kernel it starts sees:
+
+- the Python environment and the tinyprof package, read-only, at their usual paths, plus the
+  system's ``/usr`` and the few files of ``/etc`` that libraries read; nothing else of the host:
+  not the repository, the submissions, the output folder, home or the host's ``/tmp``;
+- as its working folder, an empty private ``tmpfs`` of ``scratch_mb`` (the notebook's folder
+  path, so relative file names work) and a private ``/tmp``; both vanish with the kernel;
+- one folder shared with its grader: the ZeroMQ ``ipc`` sockets of this one kernel, since it has
+  no network at all (``--unshare-net``: not even the host's 127.0.0.1); a neighbouring kernel's
+  sockets are in another folder it cannot see;
+- its own process tree (``--unshare-pid``): it cannot see or signal other processes, and when
+  the sandbox's first process ends or the grader dies (``--die-with-parent``), every process in
+  it is killed, detached or not.
+
+Limits are set by ``launcher.py`` inside the sandbox before the kernel starts: address space
+(shared mappings included), data segment, processes, file size, no core files. When the grader
+runs as root, the launcher also gives up root for an unprivileged uid of its own (see
+:func:`kernel_uid`), so that the process limit applies (Linux exempts root from it). Without
+root, bwrap runs in a user namespace, which some systems switch off; :func:`check` then says
+how to enable it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+#: When the grader is root, each kernel runs as its own unprivileged uid from this range (no
+#: account needed), so that one kernel's processes never count against another's limit.
+FIRST_UID, UIDS = 61000, 4000
+#: Files of /etc that Python, numpy and matplotlib may read.
+ETC_FILES = ("ld.so.cache", "localtime", "nsswitch.conf", "passwd", "group", "hosts")
+INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: `sudo apt-get install bubblewrap`; Fedora: "
+                "`sudo dnf install bubblewrap`)")
+
+
+class IsolationUnavailable(RuntimeError):
+    """bubblewrap is missing or cannot create a sandbox on this machine."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one sandboxed kernel may use: ``memory_mb`` of data segment (0: no limit) and that
+    plus ``reserve_mb`` of address space, ``processes`` at once, files of ``file_mb``, and a
+    working folder and /tmp of ``scratch_mb`` each."""
+
+    memory_mb: int = 2048
+    reserve_mb: int = 768
+    processes: int = 64
+    file_mb: int = 64
+    scratch_mb: int = 64
+
+    @property
+    def address_space_mb(self) -> int:
+        """memory + reserve: an idle kernel reserves ~0.6 GB of address space it never uses
+        (thread stacks, allocator arenas), so the address-space limit sits above the data
+        limit; a shared mapping (which the data limit does not count) still cannot pass it."""
+        return self.memory_mb + self.reserve_mb if self.memory_mb else 0
+
+
+def running_as_root() -> bool:
+    return os.geteuid() == 0
+
+
+def kernel_uid() -> int:
+    """The uid the kernels started by this grading process run as, when it is root: one per
+    grading process (FIRST_UID + pid mod UIDS), so parallel kernels never share a process
+    count."""
+    return FIRST_UID + os.getpid() % UIDS
+
+
+def find_bwrap() -> str:
+    """The path of ``bwrap``, or IsolationUnavailable saying how to install it."""
+    path = shutil.which("bwrap")
+    if path is None:
+        raise IsolationUnavailable(f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}, or "
+                                   "grade with --no-sandbox on a machine you trust the code on")
+    return path
+
+
+def read_only_roots() -> list[Path]:
+    """Folders the kernel must read: the Python environment, the interpreter it was made from,
+    and the tinyprof package (an editable install points into the repository: only the
+    package folder is exposed, never the repository)."""
+    roots = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(),
+             Path(sys.executable).resolve().parent}
+    spec = importlib.util.find_spec("tinyprof")
+    if spec is not None and spec.origin:
+        roots.add(Path(spec.origin).resolve().parent)
+    return sorted(roots)
+
+
+def _system_mounts() -> list[str]:
+    args = ["--ro-bind", "/usr", "/usr",
+            *_parents([Path("/etc/fonts"), Path("/sys/devices/system/cpu")])]
+    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        path = Path("/") / name
+        if path.is_symlink():
+            args += ["--symlink", os.readlink(path), str(path)]
+        elif path.is_dir():
+            args += ["--ro-bind", str(path), str(path)]
+    for name in ETC_FILES:
+        args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    return args + ["--ro-bind-try", "/etc/fonts", "/etc/fonts",
+                   "--ro-bind-try", "/sys/devices/system/cpu", "/sys/devices/system/cpu"]
+
+
+def _environment(package_parent: Path) -> list[str]:
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": "/tmp",
+           "TMPDIR": "/tmp", "LANG": "C.UTF-8", "MPLCONFIGDIR": "/tmp/matplotlib",
+           "IPYTHONDIR": "/tmp/ipython", "JUPYTER_CONFIG_DIR": "/tmp/jupyter",
+           "XDG_CACHE_HOME": "/tmp/cache",
+           "PYTHONNOUSERSITE": "1", "PYTHONPATH": str(package_parent),
+           "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
+    args = ["--clearenv"]
+    for name, value in env.items():
+        args += ["--setenv", name, value]
+    return args
+
+
+def _parents(paths: list[Path]) -> list[str]:
+    """``--dir`` for every folder above a mount point, world-readable: bwrap would otherwise
+    create them private to root, and a kernel that is not root could not reach what is
+    mounted below them."""
+    above = sorted({str(parent) for path in paths for parent in path.parents
+                    if parent != Path("/")}, key=lambda p: (p.count("/"), p))
+    return [arg for folder in above for arg in ("--perms", "0755", "--dir", folder)]
+
+
+def sandbox_command(command: list[str], *, scratch: Path, sockets: Path, limits: Limits,
+                    parent_pid: int) -> list[str]:
+    """``command`` (a kernel's argv) wrapped: bwrap with the mounts and namespaces of the module
+    docstring, then launcher.py with ``limits``, then the kernel."""
+    spec = importlib.util.find_spec("tinyprof")
+    package_parent = (Path(spec.origin).resolve().parent.parent if spec and spec.origin
+                      else Path("/"))
+    launcher_file = Path(__file__).resolve().with_name("launcher.py")
+    roots = read_only_roots() + [launcher_file]  # of autograder/, only this one file
+    args = [find_bwrap(), "--die-with-parent", "--new-session", "--unshare-pid",
+            "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+            "--hostname", "sandbox"]
+    if not running_as_root():
+        args += ["--unshare-user"]
+    args += _system_mounts()
+    args += ["--perms", "1777", "--size", str(limits.scratch_mb * 2**20), "--tmpfs", "/tmp"]
+    args += _parents([*roots, scratch, sockets])
+    for root in roots:
+        args += ["--ro-bind", str(root), str(root)]
+    args += ["--proc", "/proc", "--dev", "/dev",
+             "--perms", "1777", "--size", str(limits.scratch_mb * 2**20),
+             "--tmpfs", str(scratch), "--bind", str(sockets), str(sockets),
+             "--chdir", str(scratch)]
+    args += _environment(package_parent)
+    launcher = [sys.executable, "-S", str(launcher_file),
+                "--memory-mb", str(limits.memory_mb),
+                "--address-space-mb", str(limits.address_space_mb),
+                "--processes", str(limits.processes), "--file-mb", str(limits.file_mb),
+                "--parent-pid", "0"]
+    if running_as_root():
+        launcher += ["--uid", str(kernel_uid())]
+    return args + ["--", *launcher, "--", *command]
+
+
+def prepare_sockets(folder: Path) -> None:
+    """The folder of one kernel's sockets: private to the grader and, when the kernel runs as
+    its own uid, handed to that uid."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if running_as_root():
+        os.chown(folder, kernel_uid(), kernel_uid())
+
+
+@lru_cache(maxsize=1)
+def check() -> str:
+    """A description of the sandbox if a trial one starts (``bwrap`` with the real namespaces
+    runs ``true``); otherwise IsolationUnavailable naming the cause and the remedy."""
+    bwrap = find_bwrap()
+    trial = [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-net", "--unshare-ipc",
+             *(["--unshare-user"] if not running_as_root() else []),
+             "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", "true"]
+    try:
+        done = subprocess.run(trial, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise IsolationUnavailable(f"bubblewrap could not run: {error}") from error
+    if done.returncode != 0:
+        reason = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "no reason given"
+        raise IsolationUnavailable(
+            f"bubblewrap cannot create a sandbox here ({reason}). Unprivileged user namespaces "
+            "may be switched off: `sudo sysctl kernel.unprivileged_userns_clone=1` (Debian), or "
+            "on Ubuntu 24.04+ `sudo sysctl kernel.apparmor_restrict_unprivileged_userns=0` (or "
+            "an AppArmor profile allowing bwrap); in a container, run it with user namespaces "
+            "allowed. Or grade with --no-sandbox on a machine you trust the code on.")
+    version = subprocess.run([bwrap, "--version"], capture_output=True, text=True).stdout.strip()
+    mode = ("as root, each kernel as an unprivileged uid of its own" if running_as_root()
+            else "in a user namespace")
+    return f"{version or 'bubblewrap'} ({mode})"
+
+
+__all__ = ["IsolationUnavailable", "Limits", "check", "find_bwrap", "prepare_sockets",
+           "read_only_roots", "sandbox_command"]
