@@ -135,8 +135,8 @@ def test_regression_check_and_its_exit_codes(tmp_path, capsys):
 def test_benchmark_suite_on_real_variants(trained, digits):
     model, _ = trained
     suite = benchmark_suite({"float32": model, "fused": variants.fused(model),
-                             "slow": lambda x: [model(x) for _ in range(3)][-1]},
-                            (digits.x_test, digits.y_test), rounds=12)
+                             "slow": lambda x: [model(x) for _ in range(5)][-1]},
+                            (digits.x_test, digits.y_test), rounds=20)
     assert [v.name for v in suite.variants] == ["float32", "fused", "slow"]
     assert suite["float32"].comparison.verdict == "no change"      # the A/A test
     assert suite["slow"].comparison.verdict == "slower"

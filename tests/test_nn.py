@@ -203,8 +203,8 @@ def test_embedding_lookup_and_out_of_range_ids():
         layer(np.array([0, 5]))
     with pytest.raises(IndexError, match="-1"):
         layer(np.array([-1, 2]))
-    with pytest.raises(ShapeError, match="Embedding"):
-        layer(np.array([0.0, 1.0]))
+    with pytest.raises(TypeError, match="Embedding looks up integer token ids; got dtype float64"):
+        layer(np.array([0.0, 1.0]))   # a dtype problem, said as one (issue 13)
 
 
 @pytest.mark.parametrize("causal", [False, True])

@@ -24,6 +24,7 @@ from .nn import (
     TiedLMHead,
     TransformerBlock,
 )
+from .nn.checks import positive_int
 from .nn.module import ShapeError
 
 _ACTIVATIONS = {"relu": ReLU, "gelu": GELU}
@@ -144,8 +145,9 @@ def gpt2(size: str | None = None, *, vocab_size: int | None = None, n_ctx: int |
     if size is not None and size not in GPT2_SIZES:
         raise ValueError(f"gpt2: unknown size {size!r}; choose from {list(GPT2_SIZES)}")
     base = GPT2_SIZES[size or "small"]
-    overrides = {k: v for k, v in dict(vocab_size=vocab_size, n_ctx=n_ctx, d_model=d_model,
-                                       n_layer=n_layer, n_head=n_head).items() if v is not None}
+    overrides = {k: positive_int("gpt2", k, v) for k, v in dict(
+        vocab_size=vocab_size, n_ctx=n_ctx, d_model=d_model, n_layer=n_layer,
+        n_head=n_head).items() if v is not None}
     config = GPTConfig(**{**base.__dict__, **overrides})
     if config.d_model % config.n_head:
         raise ShapeError(f"gpt2: d_model ({config.d_model}) must be divisible by n_head "

@@ -12,6 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..nn.checks import input_shape as checked_shape
 from ..nn.module import Module
 from ..table import Table
 from ..units import format_si
@@ -101,17 +102,7 @@ def _has_parameters(layer: Module) -> bool:
 
 
 def _input_shape(input_shape: Sequence[int]) -> tuple[int, ...]:
-    if isinstance(input_shape, np.ndarray):
-        raise TypeError("FLOPs are counted from the input's shape, not the input: pass "
-                        f"x.shape (here {input_shape.shape}) as input_shape")
-    try:
-        dims = tuple(input_shape)
-    except TypeError:
-        raise TypeError(f"input_shape must be a tuple of ints, got {input_shape!r}") from None
-    if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d > 0
-               for d in dims):
-        raise ValueError(f"input_shape must be a tuple of positive ints, got {input_shape!r}")
-    return tuple(int(d) for d in dims)
+    return checked_shape(input_shape)
 
 
 def flops_by_layer(model: Module, input_shape: Sequence[int], *, backward: bool = False,

@@ -46,6 +46,7 @@ from ..nn import (
     TiedLMHead,
     TransformerBlock,
 )
+from ..nn.checks import input_shape as checked_shape
 from ..table import Table
 from ..units import format_bytes
 
@@ -288,7 +289,7 @@ def activation_rows(model: Module, input_shape: Sequence[int],
         rows.append(ActivationRow(name, type(layer).__name__, shape, saved.nbytes, saved.what))
         return tuple(saved.output_shape)
 
-    output_shape = visit(model, tuple(input_shape))
+    output_shape = visit(model, checked_shape(input_shape))
     return rows, output_shape
 
 

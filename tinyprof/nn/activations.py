@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .checks import floating
 from .module import Module
 
 _GELU_C = float(np.sqrt(2.0 / np.pi))  # a Python float keeps float32 math float32
@@ -22,6 +23,7 @@ class ReLU(Module):
 
     def backward(self, grad: np.ndarray) -> np.ndarray:
         (mask,) = self.pop_saved("_mask")
+        self.check_grad(grad, mask.shape)
         return grad * mask
 
 
@@ -33,11 +35,13 @@ class GELU(Module):
 
     def forward(self, x: np.ndarray) -> np.ndarray:
         self.check_input(x, "(any)", True)
+        floating(self.describe(), "its input", x)   # tanh of ints would be cast back to ints
         self._x = x
         self._t = np.tanh(_GELU_C * (x + 0.044715 * x**3))
         return (0.5 * x * (1.0 + self._t)).astype(x.dtype, copy=False)
 
     def backward(self, grad: np.ndarray) -> np.ndarray:
         x, t = self.pop_saved("_x", "_t")
+        self.check_grad(grad, x.shape)
         dtanh = (1.0 - t * t) * _GELU_C * (1.0 + 3 * 0.044715 * x * x)
         return (grad * (0.5 * (1.0 + t) + 0.5 * x * dtanh)).astype(grad.dtype, copy=False)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import ops
+from .checks import positive_int
 from .linear import Linear
-from .module import Module
+from .module import Module, ShapeError
 
 
 def softmax(scores: np.ndarray) -> np.ndarray:
@@ -25,6 +26,8 @@ class MultiHeadAttention(Module):
 
     def __init__(self, d_model: int, n_heads: int, causal: bool = False, bias: bool = True, *,
                  dtype=np.float32, shape_only: bool = False, rng=None):
+        d_model = positive_int("MultiHeadAttention", "d_model", d_model)
+        n_heads = positive_int("MultiHeadAttention", "n_heads", n_heads)
         if d_model % n_heads:
             raise ValueError(f"MultiHeadAttention: d_model ({d_model}) must be divisible by "
                              f"n_heads ({n_heads})")
@@ -48,6 +51,9 @@ class MultiHeadAttention(Module):
         self.check_runnable()
         self.check_input(x, f"(batch, seq, {self.d_model})",
                          isinstance(x, np.ndarray) and x.ndim == 3 and x.shape[-1] == self.d_model)
+        if x.shape[1] == 0:
+            raise ShapeError(f"{self.describe()}: the sequence is empty (input {x.shape}); "
+                             "attention needs at least one position")
         scale = float(1.0 / np.sqrt(self.head_dim))
         q = self._split(self.q_proj(x))
         k = self._split(self.k_proj(x))

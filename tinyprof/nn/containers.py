@@ -53,4 +53,6 @@ class Flatten(Module):
         return x.reshape(x.shape[0], -1)
 
     def backward(self, grad: np.ndarray) -> np.ndarray:
-        return grad.reshape(self._shape)
+        (shape,) = self.pop_saved("_shape")
+        self.check_grad(grad, (shape[0], int(np.prod(shape[1:], dtype=np.int64))))
+        return grad.reshape(shape)

@@ -5,11 +5,16 @@ from __future__ import annotations
 import numpy as np
 
 from .. import ops
+from .checks import positive_int
 from .module import Module, ShapeError, as_float, new_parameter
 
 
-def _pair(value) -> tuple[int, int]:
-    return (int(value), int(value)) if np.isscalar(value) else (int(value[0]), int(value[1]))
+def _pair(name: str, value, minimum: int = 1) -> tuple[int, int]:
+    """``value`` (an int or a pair) as a pair of ints ≥ ``minimum``, named in errors."""
+    pair = (value, value) if np.isscalar(value) else tuple(value)
+    if len(pair) != 2:
+        raise ValueError(f"Conv2d: {name} must be an int or a pair of ints, got {value!r}")
+    return tuple(positive_int("Conv2d", name, v, minimum) for v in pair)
 
 
 def conv_output_size(size: int, kernel: int, stride: int, padding: int, dilation: int) -> int:
@@ -27,12 +32,16 @@ class Conv2d(Module):
     def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
                  dilation=1, groups: int = 1, bias: bool = True, *,
                  dtype=np.float32, shape_only: bool = False, rng=None):
+        in_channels = positive_int("Conv2d", "in_channels", in_channels)
+        out_channels = positive_int("Conv2d", "out_channels", out_channels)
+        groups = positive_int("Conv2d", "groups", groups)
         if in_channels % groups or out_channels % groups:
             raise ValueError(f"Conv2d: in_channels ({in_channels}) and out_channels "
                              f"({out_channels}) must both be divisible by groups ({groups})")
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
-        self.kernel_size, self.stride = _pair(kernel_size), _pair(stride)
-        self.padding, self.dilation = _pair(padding), _pair(dilation)
+        self.kernel_size, self.stride = _pair("kernel_size", kernel_size), _pair("stride", stride)
+        self.padding = _pair("padding", padding, minimum=0)
+        self.dilation = _pair("dilation", dilation)
         kh, kw = self.kernel_size
         fan_in = in_channels // groups * kh * kw
         bound = 1.0 / np.sqrt(fan_in)
@@ -68,6 +77,8 @@ class Conv2d(Module):
         return out
 
     def backward(self, grad: np.ndarray) -> np.ndarray:
+        if getattr(self, "_input_shape", None) is not None:
+            self.check_grad(grad, self.output_shape(self._input_shape))
         n, _, ho, wo = grad.shape
         g = self.groups
         grad_cols = grad.reshape(n, g, self.out_channels // g, ho * wo)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .checks import positive_int
 from .module import Module, new_parameter
 
 
@@ -16,14 +17,17 @@ class Embedding(Module):
 
     def __init__(self, num_embeddings: int, embedding_dim: int, *,
                  dtype=np.float32, shape_only: bool = False, rng=None, std: float = 0.02):
-        self.num_embeddings, self.embedding_dim = int(num_embeddings), int(embedding_dim)
+        self.num_embeddings = positive_int("Embedding", "num_embeddings", num_embeddings)
+        self.embedding_dim = positive_int("Embedding", "embedding_dim", embedding_dim)
         self.weight = new_parameter((num_embeddings, embedding_dim), dtype, shape_only, rng,
                                     scale=std * np.sqrt(3.0))
 
     def forward(self, ids: np.ndarray) -> np.ndarray:
         self.check_runnable()
         ids = np.asarray(ids)
-        self.check_input(ids, "integer token ids", np.issubdtype(ids.dtype, np.integer))
+        if not np.issubdtype(ids.dtype, np.integer):
+            raise TypeError(f"{self.describe()} looks up integer token ids; got dtype {ids.dtype} "
+                            "(convert whole-number ids with ids.astype(np.int64))")
         if ids.size and (ids.min() < 0 or ids.max() >= self.num_embeddings):
             raise IndexError(
                 f"{self.describe()} has {self.num_embeddings} rows; got token ids from "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import ops
+from .checks import positive_int
 from .module import Module, as_float, new_parameter
 
 
@@ -17,7 +18,8 @@ class Linear(Module):
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, *,
                  dtype=np.float32, shape_only: bool = False, rng=None):
-        self.in_features, self.out_features = int(in_features), int(out_features)
+        self.in_features = positive_int("Linear", "in_features", in_features)
+        self.out_features = positive_int("Linear", "out_features", out_features)
         bound = 1.0 / np.sqrt(in_features)
         self.weight = new_parameter((in_features, out_features), dtype, shape_only, rng, bound)
         self.bias = (new_parameter((out_features,), dtype, shape_only, rng, bound)
@@ -37,6 +39,7 @@ class Linear(Module):
 
     def backward(self, grad: np.ndarray) -> np.ndarray:
         (x,) = self.pop_saved("_x")
+        self.check_grad(grad, (*x.shape[:-1], self.out_features))
         x2 = x.reshape(-1, self.in_features)
         g2 = grad.reshape(-1, self.out_features)
         self.weight.accumulate_grad(ops.matmul(x2.T, g2))

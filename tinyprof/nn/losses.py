@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .checks import array, floating
+
 
 class CrossEntropyLoss:
     """mean over rows of −log softmax(logits)[target]; d/dlogits = (softmax − onehot) / rows.
@@ -17,13 +19,27 @@ class CrossEntropyLoss:
         return self.forward(logits, targets)
 
     def forward(self, logits: np.ndarray, targets: np.ndarray) -> float:
+        logits = floating("CrossEntropyLoss", "logits", logits)
+        targets = array("CrossEntropyLoss", "targets", targets)
+        if logits.ndim < 1 or logits.shape[-1] < 1:
+            raise ValueError("CrossEntropyLoss: logits need a class axis, got shape "
+                             f"{logits.shape}")
         flat = logits.reshape(-1, logits.shape[-1])
-        targets = np.asarray(targets).reshape(-1)
+        if not np.issubdtype(targets.dtype, np.integer):
+            raise TypeError(f"CrossEntropyLoss: targets are class ids and must be integers, got "
+                            f"dtype {targets.dtype}")
+        targets = targets.reshape(-1)
         if targets.shape[0] != flat.shape[0]:
             raise ValueError(f"CrossEntropyLoss: {flat.shape[0]} rows of logits but "
                              f"{targets.shape[0]} targets")
-        if not np.issubdtype(flat.dtype, np.floating):
-            flat = flat.astype(np.float64)
+        if flat.shape[0] == 0:
+            raise ValueError("CrossEntropyLoss: empty batch (no rows): the mean over no rows is "
+                             "undefined")
+        classes = flat.shape[1]
+        if targets.min() < 0 or targets.max() >= classes:
+            bad = targets[(targets < 0) | (targets >= classes)][0]
+            raise ValueError(f"CrossEntropyLoss: target {bad} is not a class id: there are "
+                             f"{classes} classes, ids 0 to {classes - 1}")
         rows = np.arange(flat.shape[0])
         shifted = flat - flat.max(axis=-1, keepdims=True)
         picked = shifted[rows, targets]
@@ -47,6 +63,8 @@ class MSELoss:
         return self.forward(prediction, target)
 
     def forward(self, prediction: np.ndarray, target: np.ndarray) -> float:
+        prediction = floating("MSELoss", "prediction", prediction)
+        target = array("MSELoss", "target", target)
         if prediction.shape != np.shape(target):
             raise ValueError(f"MSELoss: prediction {prediction.shape} and target "
                              f"{np.shape(target)} differ in shape")

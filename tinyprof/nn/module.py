@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
+
+from .checks import float_dtype, same_shape
 
 
 class ShapeError(ValueError):
@@ -25,7 +28,8 @@ class ShapeOnly:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        """The product of the shape, as an exact Python int (never overflows)."""
+        return math.prod(int(d) for d in self.shape)
 
     @property
     def ndim(self) -> int:
@@ -53,8 +57,8 @@ class Parameter:
 
     @property
     def size(self) -> int:
-        """Number of scalars: the product of the shape."""
-        return int(np.prod(self.shape, dtype=np.int64))
+        """Number of scalars: the product of the shape (an exact Python int)."""
+        return math.prod(int(d) for d in self.shape)
 
     @property
     def nbytes(self) -> int:
@@ -86,8 +90,9 @@ def new_parameter(
     scale: float = 0.0,
     fill: float = 0.0,
 ) -> Parameter:
-    """A parameter drawn from U(-scale, scale) (or filled with ``fill`` when scale is 0)."""
-    dtype = np.dtype(dtype)
+    """A parameter drawn from U(-scale, scale) (or filled with ``fill`` when scale is 0);
+    ``dtype`` must be a floating-point type."""
+    dtype = float_dtype("parameter", dtype)
     if shape_only:
         return Parameter(ShapeOnly(tuple(shape), dtype))
     if scale:
@@ -162,8 +167,20 @@ class Module:
             param.grad = None
 
     def set_names(self) -> "Module":
-        """Give every sub-module its dotted path as ``.name`` (used in error messages)."""
+        """Give every sub-module its dotted path as ``.name`` (used in error messages).
+
+        A module object may appear once in a model: its forward saves one input for its
+        backward, so a second use would overwrite the first. A layer used twice is refused
+        here, naming both places; to share weights, give two layers the same Parameter."""
+        seen: dict[int, str] = {}
         for path, module in self.named_modules():
+            if id(module) in seen:
+                raise ValueError(
+                    f"{type(module).__name__} is used twice in one model, at "
+                    f"'{seen[id(module)] or '(model)'}' and '{path}': a layer keeps one input "
+                    "for its backward, so build a second layer (to share weights, give both "
+                    "the same Parameter)")
+            seen[id(module)] = path
             module.name = path
         return self
 
@@ -207,6 +224,10 @@ class Module:
         for name in names:
             setattr(self, name, None)
         return values
+
+    def check_grad(self, grad: np.ndarray, expected: tuple[int, ...]) -> None:
+        """Refuse a gradient whose shape is not the output's (no silent broadcasting)."""
+        same_shape(f"{self.describe()}.backward", "the gradient", grad, expected)
 
     def check_input(self, x: np.ndarray, expected: str, ok: bool) -> None:
         """Raise a ShapeError naming this layer, the expected and the received shape."""

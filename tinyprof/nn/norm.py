@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .checks import positive_float, positive_int
 from .module import Module, as_float, new_parameter
 
 
@@ -16,7 +17,9 @@ class LayerNorm(Module):
 
     def __init__(self, normalized_shape: int, eps: float = 1e-5, *,
                  dtype=np.float32, shape_only: bool = False, rng=None):
-        self.normalized_shape, self.eps = int(normalized_shape), eps
+        self.normalized_shape = positive_int("LayerNorm", "normalized_shape", normalized_shape)
+        # eps = 0 would divide 0 by 0 on a constant row
+        self.eps = positive_float("LayerNorm", "eps", eps)
         self.weight = new_parameter((self.normalized_shape,), dtype, shape_only, rng, fill=1.0)
         self.bias = new_parameter((self.normalized_shape,), dtype, shape_only, rng, fill=0.0)
 

@@ -12,6 +12,7 @@ import html
 import numbers
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Sequence
 
 import numpy as np
@@ -116,7 +117,6 @@ class LatencyStats:
     q1: float = field(init=False)
     q3: float = field(init=False)
     iqr: float = field(init=False)
-    ci: tuple[float, float] = field(init=False)
     cv: float = field(init=False)
     cv_inliers: float = field(init=False)
     outliers: int = field(init=False)
@@ -145,7 +145,7 @@ class LatencyStats:
         derived = dict(
             median=median, mean=mean, std=std, min=float(x.min()), max=float(x.max()),
             p50=median, p90=p90, p95=p95, p99=p99, q1=q1, q3=q3, iqr=iqr,
-            ci=bootstrap_median_ci(x), cv=_cv(x), cv_inliers=_cv(inliers),
+            cv=_cv(x), cv_inliers=_cv(inliers),
             outliers=x.size - inliers.size,
         )
         for key, value in derived.items():
@@ -212,6 +212,12 @@ class LatencyStats:
                 "CPUs. Other programs compete for the cores; a multi-threaded BLAS call can "
                 "then stall for a whole scheduler time slice (milliseconds). Re-run when the "
                 "machine is quiet, or set OMP_NUM_THREADS=1 before numpy is imported.")
+
+    @cached_property
+    def ci(self) -> tuple[float, float]:
+        """95% percentile-bootstrap interval of the median, computed when first asked for (the
+        2,000 resamples cost far more than every other statistic together)."""
+        return bootstrap_median_ci(np.asarray(self.samples, dtype=float))
 
     # -- plain data ----------------------------------------------------------------------------
     @property
