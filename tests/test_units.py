@@ -20,3 +20,31 @@ def test_bytes_counts_and_si():
     assert format_bytes(-2_000) == "-2.0 KB"
     assert format_count(124_439_808) == "124,439,808"
     assert format_si(291_648_307_200, "FLOPs") == "291.6 GFLOPs"
+
+
+def test_table_html_separates_cells_and_keeps_each_on_one_line():
+    import re
+
+    from tinyprof import Table
+
+    table = Table(["name", "saves input", "shape"], [["layers.0", True, (32, 512, 768)]])
+    page = table._repr_html_()
+    cells = re.findall(r"<t[dh] style=\"([^\"]*)\">([^<]*)</t[dh]>", page)
+    assert [text for _, text in cells] == ["name", "saves input", "shape", "layers.0", "True",
+                                           "(32, 512, 768)"]
+    for style, _ in cells:
+        assert "padding:0.25em 0.8em" in style and "white-space:nowrap" in style
+        assert "rgba(127,127,127" in style        # a rule visible on light and dark themes
+    assert page.startswith("<table") and "overflow-x:auto" in page.split(">")[0]
+
+
+def test_breakdown_titles_agree_with_their_quantity():
+    import matplotlib.pyplot as plt
+
+    from tinyprof.plots import plot_breakdown
+
+    for quantity, title in (("parameters", "Where the parameters go"),
+                            ("memory", "Where the memory goes")):
+        fig = plot_breakdown(["a", "b"], [1.0, 2.0], quantity=quantity)
+        assert fig.axes[0].get_title(loc="left") == title
+        plt.close(fig)

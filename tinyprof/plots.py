@@ -128,8 +128,9 @@ def plot_breakdown(labels: Sequence[str], values: Sequence[float], *, quantity: 
         share = v / total if total else 0.0
         ax.annotate(f" {share:.1%}", (bar.get_width(), bar.get_y() + bar.get_height() / 2),
                     va="center", fontsize=8)
-    _style(ax, title or f"Where the {quantity} goes", f"{quantity} ({unit})" if unit else quantity,
-           "")
+    verb = "go" if quantity.endswith("s") else "goes"   # the parameters go, the memory goes
+    _style(ax, title or f"Where the {quantity} {verb}",
+           f"{quantity} ({unit})" if unit else quantity, "")
     ax.grid(False)
     fig.tight_layout()
     return fig

@@ -7,6 +7,14 @@ from typing import Any, Callable, Iterator, Sequence
 
 Formatter = Callable[[Any], str]
 
+#: Inline styles, so that tables read the same in the book, JupyterLab and Colab, light or dark:
+#: padded cells on one line each (a wide table scrolls instead of wrapping a shape over three
+#: lines), rules in a translucent grey that shows on either background, inherited text colour.
+TABLE_STYLE = ("border-collapse:collapse;margin:0.5em 0;font-variant-numeric:tabular-nums;"
+               "display:block;max-width:100%;overflow-x:auto")
+CELL_STYLE = ("padding:0.25em 0.8em;white-space:nowrap;"
+              "border-bottom:1px solid rgba(127,127,127,0.35);color:inherit")
+
 
 class Table:
     """Rows of named columns. ``str(table)`` is aligned text, ``table._repr_html_()`` an HTML
@@ -93,15 +101,16 @@ class Table:
 
         def cells(values: list[str], tag: str) -> str:
             return "".join(
-                f'<{tag} style="text-align:{"right" if num else "left"}">{html.escape(v)}</{tag}>'
-                for v, num in zip(values, numeric))
+                f'<{tag} style="{CELL_STYLE};text-align:{"right" if num else "left"}">'
+                f"{html.escape(v)}</{tag}>" for v, num in zip(values, numeric))
 
         head = f"<thead><tr>{cells(self.columns, 'th')}</tr></thead>"
         rows = "".join(f"<tr>{cells(r, 'td')}</tr>" for r in body[: len(self.rows)])
         if self.footer is not None:
             rows += f'<tr style="font-weight:bold">{cells(body[-1], "td")}</tr>'
         caption = f"<caption>{html.escape(self.title)}</caption>" if self.title else ""
-        return f'<table class="tinyprof-table">{caption}{head}<tbody>{rows}</tbody></table>'
+        return (f'<table class="tinyprof-table" style="{TABLE_STYLE}">{caption}{head}'
+                f"<tbody>{rows}</tbody></table>")
 
 
 def _is_number(value: Any) -> bool:
