@@ -167,7 +167,11 @@ def sandbox_command(command: list[str], *, scratch: Path, sockets: Path, limits:
                 "--parent-pid", "0"]
     if running_as_root():
         launcher += ["--uid", str(kernel_uid())]
-    return args + ["--", *launcher, "--", *command]
+    # bwrap ties itself to its parent only once its set-up is done; a grader killed in those
+    # milliseconds would leave an orphan sandbox. launcher.py ties bwrap to the grader before
+    # it starts (PR_SET_PDEATHSIG survives exec), and exits if the grader is already gone.
+    guard = [sys.executable, "-S", str(launcher_file), "--parent-pid", str(parent_pid), "--"]
+    return guard + args + ["--", *launcher, "--", *command]
 
 
 def prepare_sockets(folder: Path) -> None:

@@ -92,6 +92,7 @@ def hostile(tmp_path_factory):
         folder.mkdir(parents=True)
         (folder / NOTEBOOK).write_bytes(data)
     env = dict(os.environ, HOME=str(home))
+    sockets_before = set(Path("/tmp").glob("tinyprof-kernel-*"))   # another grader's, if any
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(submissions),
                            "--out", str(out), "--jobs", "2", "--timeout", "30"],
@@ -102,7 +103,8 @@ def hostile(tmp_path_factory):
     with open(out / "grades.csv", newline="", encoding="utf-8") as handle:
         grades = {row["student"]: row for row in csv.DictReader(handle)}
     yield {"done": done, "out": out, "grades": grades, "listener": listener,
-           "targets": targets, "seconds": seconds, "home": home}
+           "targets": targets, "seconds": seconds, "home": home,
+           "sockets_left": set(Path("/tmp").glob("tinyprof-kernel-*")) - sockets_before}
 
 
 def _report(hostile, student: str) -> dict:
@@ -181,7 +183,7 @@ def test_nothing_gets_out(hostile):
     assert 0 < report["forked"] < 100             # the process cap stopped the fork loop
     survivors = subprocess.run(["pgrep", "-f", SLEEPER], capture_output=True, text=True)
     assert survivors.stdout.strip() == "", "a detached process outlived its kernel"
-    assert not list(Path("/tmp").glob("tinyprof-kernel-*")), "socket folders left behind"
+    assert not hostile["sockets_left"], "socket folders left behind"
 
 
 def test_student_html_and_script_are_inert_in_feedback(hostile):
