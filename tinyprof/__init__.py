@@ -1,6 +1,6 @@
 """tinyprof: measure where the parameters, FLOPs, memory and time of a numpy model go."""
 
-from . import flops, memory, models, nn, ops, optim, scaling, timing
+from . import flops, memory, models, nn, ops, optim, scaling, timing, variants
 from .abtest import ABResult, ab_test
 from .amdahl import amdahl_limit, amdahl_speedup, required_factor
 from .bottlenecks import layer_work, place_layers
@@ -63,4 +63,5 @@ __all__ = [
     "register_flops", "required_factor", "LayerProfiler", "layer_work", "place_layers",
     "ABResult", "ab_test", "MemoryTracker", "Timer", "profile", "check_regression",
     "SuiteResult", "benchmark_suite", "plot_performance_comparison", "plot_roofline", "plot_ab",
+    "variants",
 ]
