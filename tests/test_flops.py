@@ -17,13 +17,21 @@ from tinyprof.flops import (
     flops_by_layer,
     gflops_per_second,
     measure_matmul_flops,
-    numel,
-    register_container,
+    no_own_work,
     register_flops,
     unregister,
 )
+from tinyprof.flops import formulas as flops_formulas
 from tinyprof.flops.registry import lookup
 from tinyprof.nn import ShapeError
+from tinyprof.shapes import (
+    CONTAINER_FLOWS,
+    SHAPE_RULES,
+    MissingShapeRuleError,
+    numel,
+    register_container,
+    register_shape,
+)
 
 RNG = np.random.default_rng(0)
 
@@ -283,29 +291,45 @@ def test_every_built_in_layer_has_a_formula():
     layer_types = [getattr(nn, name) for name in nn.__all__]
     layer_types = [t for t in layer_types
                    if isinstance(t, type) and issubclass(t, nn.Module) and t is not nn.Module]
-    assert len(layer_types) >= 12
-    for layer_type in [*layer_types, models.GPT]:
-        assert lookup(object.__new__(layer_type))[1].__module__ == "tinyprof.flops.formulas"
+    assert len(layer_types) >= 13 and nn.GPT in layer_types
+    for layer_type in layer_types:
+        layer = object.__new__(layer_type)
+        assert lookup(layer) in (no_own_work, *vars(flops_formulas).values()), layer_type
+        described = SHAPE_RULES.find(layer) or CONTAINER_FLOWS.find(layer)
+        assert described[0].__module__ == "tinyprof.shapes.rules", layer_type
 
 
 def test_unknown_layer_raises_a_named_error_that_says_how_to_register():
     model = nn.Sequential(nn.Linear(4, 4), Scale())
-    with pytest.raises(MissingFlopFormulaError) as error:
+    with pytest.raises(MissingShapeRuleError) as error:
         count_flops(model, (2, 4))
     message = str(error.value)
-    assert "Scale 'layers.1'" in message and "register_flops(Scale)" in message
-    assert "register_container" in message
+    assert "Scale 'layers.1'" in message and "register_shape(Scale)" in message
+    assert "register_container" in message and "register_flops(Scale)" in message
+    register_shape(Scale)(lambda layer, x: x)
+    try:
+        with pytest.raises(MissingFlopFormulaError) as error:
+            count_flops(model, (2, 4))
+        assert "Scale 'layers.1'" in str(error.value)
+        assert "register_flops(Scale)" in str(error.value)
+    finally:
+        SHAPE_RULES.unregister(Scale)
 
 
 def test_registering_formulas_for_custom_layers():
+    @register_shape(Scale)
+    def scale_shape(layer, x):
+        return x
+
     @register_flops(Scale)
-    def scale_flops(layer, x):
-        return LayerFlops(x, elementwise=numel(x), grad_input=0, grad_weight=0)
+    def scale_flops(layer, x, y):
+        return LayerFlops(elementwise=numel(x), grad_input=0, grad_weight=0)
 
     @register_container(Twice)
-    def twice_flops(layer, x, visit):
-        return LayerFlops(visit(layer.fn, visit(layer.fn, x)), grad_input=0, grad_weight=0)
+    def twice_flow(layer, x, visit):
+        return visit(layer.fn, visit(layer.fn, x))
 
+    register_flops(Twice)(no_own_work)
     try:
         model = nn.Sequential(Twice(nn.Linear(4, 4)), Scale())
         assert count_flops(model, (3, 4)) == 2 * (2 * 3 * 4 * 4)
@@ -316,18 +340,38 @@ def test_registering_formulas_for_custom_layers():
     finally:
         unregister(Scale)
         unregister(Twice)
-    with pytest.raises(MissingFlopFormulaError):
+        SHAPE_RULES.unregister(Scale)
+        CONTAINER_FLOWS.unregister(Twice)
+    with pytest.raises(MissingShapeRuleError):
         count_flops(Scale(), (3, 4))
 
 
+def test_registering_a_second_formula_needs_replace():
+    register_shape(Scale)(lambda layer, x: x)
+    register_flops(Scale)(lambda layer, x, y: LayerFlops(elementwise=1))
+    try:
+        with pytest.raises(ValueError, match="Scale already has a FLOP formula.*replace=True"):
+            register_flops(Scale)(lambda layer, x, y: LayerFlops(elementwise=2))
+        assert flops_by_layer(Scale(), (3, 4))[0].elementwise == 1
+        register_flops(Scale, replace=True)(lambda layer, x, y: LayerFlops(elementwise=2))
+        assert flops_by_layer(Scale(), (3, 4))[0].elementwise == 2
+        with pytest.raises(ValueError, match="Linear already has a shape rule"):
+            register_shape(nn.Linear)(lambda layer, x: x)
+    finally:
+        unregister(Scale)
+        SHAPE_RULES.unregister(Scale)
+
+
 def test_a_formula_without_backward_counts_cannot_count_a_backward_pass():
-    register_flops(Scale)(lambda layer, x: LayerFlops(x))
+    register_shape(Scale)(lambda layer, x: x)
+    register_flops(Scale)(lambda layer, x, y: LayerFlops())
     try:
         assert count_flops(Scale(), (3, 4)) == 0
         with pytest.raises(ValueError, match="Scale.*grad_input and grad_weight"):
             count_flops(Scale(), (3, 4), backward=True)
     finally:
         unregister(Scale)
+        SHAPE_RULES.unregister(Scale)
 
 
 @pytest.mark.parametrize("model, shape, message", [

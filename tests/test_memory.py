@@ -20,10 +20,10 @@ from tinyprof.memory import (
     max_batch_size,
     measure_memory,
     predict_training_memory,
-    random_input,
     training_memory,
 )
 from tinyprof.memory.training import measure_step, phase_peaks
+from tinyprof.models import random_input
 from tinyprof.nn import (
     GELU,
     Conv2d,
@@ -40,6 +40,7 @@ from tinyprof.nn import (
     TiedLMHead,
 )
 from tinyprof.optim import SGD, Adam
+from tinyprof.shapes import SHAPE_RULES, MissingFormulaError, register_shape
 
 MB8 = 8_000_000
 GPT_CONFIG = dict(vocab_size=1000, n_ctx=64, d_model=128, n_layer=2, n_head=4)
@@ -240,8 +241,14 @@ def test_a_layer_without_formula_is_refused_by_name():
         def forward(self, x):
             return x
 
-    with pytest.raises(MissingActivationFormulaError, match="Mystery"):
+    with pytest.raises(MissingFormulaError, match="Mystery"):
         activation_bytes(Sequential(Linear(4, 4), Mystery()), (2, 4))
+    register_shape(Mystery)(lambda layer, x: x)
+    try:
+        with pytest.raises(MissingActivationFormulaError, match="Mystery 'layers.1'"):
+            activation_bytes(Sequential(Linear(4, 4), Mystery()), (2, 4))
+    finally:
+        SHAPE_RULES.unregister(Mystery)
 
 
 def test_training_memory_of_a_layer_without_formula_measures_and_predicts_nothing():

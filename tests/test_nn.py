@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from gradcheck import assert_close_gradients, check_gradients, check_loss_gradient
 
+from tinyprof import nn
 from tinyprof.nn import (
     GELU,
     Conv2d,
@@ -399,3 +400,34 @@ def test_backward_twice_without_zero_grad_doubles_gradients():
         np.testing.assert_allclose(p.grad, 2 * once[name], rtol=1e-6, err_msg=name)
     model.zero_grad()
     assert all(p.grad is None for p in model.parameters())
+
+
+def test_kept_state_leaves_grads_pending_backward_and_weights_as_they_were():
+    model = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
+    x = np.random.default_rng(0).standard_normal((5, 4)).astype(np.float32)
+    model(x)                                    # a forward whose backward is still pending
+    model.backward(np.ones((5, 2), np.float32))
+    grads = [p.grad for p in model.parameters()]
+    y = model(x)
+    weights = [p.data.copy() for p in model.parameters()]
+    with nn.KeptState(model, weights=True) as kept:
+        assert all(p.grad is None for p in model.parameters())
+        model(2 * x)
+        model.backward(np.ones((5, 2), np.float32))
+        for param in kept.params:
+            param.data -= 0.1 * param.grad
+        kept.restore_weights()
+        assert all(np.array_equal(p.data, w) for p, w in zip(model.parameters(), weights))
+        model(x)
+        for param in kept.params:
+            param.data += 1.0
+    assert [p.grad for p in model.parameters()] == grads      # the same arrays, untouched
+    assert all(np.array_equal(p.data, w) for p, w in zip(model.parameters(), weights))
+    model.backward(np.ones_like(y))                           # the pending backward still runs
+    fresh = nn.Sequential(nn.Linear(4, 3), nn.ReLU())
+    with nn.KeptState(fresh):
+        fresh(x)
+    assert vars(fresh.layers[0])["_x"] is None                # nothing saved, as before
+    assert "_mask" not in vars(fresh.layers[1])               # state it added is removed
+    with pytest.raises(RuntimeError, match="weights=True"), nn.KeptState(fresh) as kept:
+        kept.restore_weights()

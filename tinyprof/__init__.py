@@ -1,6 +1,6 @@
 """tinyprof: measure where the parameters, FLOPs, memory and time of a numpy model go."""
 
-from . import flops, memory, models, nn, ops, optim, scaling, timing, variants
+from . import flops, memory, models, nn, ops, optim, scaling, shapes, timing, variants
 from .abtest import ABResult, ab_test
 from .amdahl import amdahl_limit, amdahl_speedup, required_factor
 from .bottlenecks import layer_work, place_layers
@@ -12,7 +12,6 @@ from .flops import (
     flops_by_layer,
     gflops_per_second,
     measure_matmul_flops,
-    register_container,
     register_flops,
 )
 from .layer_profiler import LayerProfiler
@@ -29,6 +28,7 @@ from .params import count_parameters, parameter_bytes, parameter_groups, paramet
 from .profiler import Profiler, quick_profile
 from .regression import check_regression
 from .scaling import BatchScaling, batch_scaling, best_batch_under_latency
+from .shapes import register_container, register_shape, trace_shapes
 from .suite import SuiteResult, benchmark_suite
 from .table import Table
 from .timing import LatencyStats, TimingContext, compare_latency, measure_latency, plot_latency
@@ -60,7 +60,8 @@ __all__ = [
     "count_flops", "count_parameters", "flop_report", "flops", "flops_by_layer", "format_bytes",
     "format_count", "format_seconds", "gflops_per_second", "measure_matmul_flops", "models", "nn",
     "ops", "optim", "parameter_bytes", "parameter_groups", "parameter_table", "register_container",
-    "register_flops", "required_factor", "LayerProfiler", "layer_work", "place_layers",
+    "register_flops", "register_shape", "trace_shapes", "shapes", "required_factor",
+    "LayerProfiler", "layer_work", "place_layers",
     "ABResult", "ab_test", "MemoryTracker", "Timer", "profile", "check_regression",
     "SuiteResult", "benchmark_suite", "plot_performance_comparison", "plot_roofline", "plot_ab",
     "variants",

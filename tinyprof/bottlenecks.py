@@ -29,11 +29,11 @@ from .amdahl import amdahl_speedup
 from .flops import flops_by_layer
 from .layer_profiler import LayerProfiler
 from .nn.module import Module
+from .nn.state import KeptState
 from .roofline import MachinePeaks, machine_peaks
+from .shapes import ROOT_NAME, numel
 from .table import Table
 from .units import format_seconds, format_si
-
-ROOT_FLOP_NAME = "(model)"
 
 
 @dataclass(frozen=True)
@@ -52,13 +52,6 @@ class LayerWork:
         return self.flops / self.bytes if self.bytes else float("inf")
 
 
-def _numel(shape: Sequence[int]) -> int:
-    count = 1
-    for dim in shape:
-        count *= int(dim)
-    return count
-
-
 def layer_work(model: Module, input_shape: Sequence[int]) -> dict[tuple[str, str], LayerWork]:
     """(layer name, phase) → :class:`LayerWork` for every layer with its own work, forward and
     backward, for an input of ``input_shape`` (names as the profiler shows them)."""
@@ -66,13 +59,13 @@ def layer_work(model: Module, input_shape: Sequence[int]) -> dict[tuple[str, str
     itemsize = model.dtype.itemsize
     work = {}
     for row in flops_by_layer(model, input_shape, backward=True):
-        path = "" if row.name == ROOT_FLOP_NAME else row.name
+        path = "" if row.name == ROOT_NAME else row.name
         module = modules.get(path)
         if module is None:
             continue
         name = module.name or type(module).__name__
         params = sum(p.size for _, p in module.own_parameters())
-        x, y = _numel(row.input_shape), _numel(row.output_shape)
+        x, y = numel(row.input_shape), numel(row.output_shape)
         work[(name, "forward")] = LayerWork(name, row.type, "forward",
                                             row.matmul + row.elementwise,
                                             (x + y + params) * itemsize)
@@ -115,18 +108,14 @@ def profile_step(model: Module, x: np.ndarray, steps: int = 3, warmup: int = 1,
     """Record ``steps`` forward + backward passes of ``model`` on ``x`` (the first ``warmup``
     calls of every layer left out of the statistics), with a seeded gradient of the output's
     shape; the parameters' ``.grad`` are as they were afterwards."""
-    saved = [(param, param.grad) for param in model.parameters()]
-    output = model(x)
-    grad = np.random.default_rng(seed).standard_normal(output.shape).astype(output.dtype)
-    grad /= output.size
-    try:
+    with KeptState(model):
+        output = model(x)
+        grad = np.random.default_rng(seed).standard_normal(output.shape).astype(output.dtype)
+        grad /= output.size
         with LayerProfiler(warmup) as profile:
             for _ in range(steps):
                 model(x)
                 model.backward(grad)
-    finally:
-        for param, old in saved:
-            param.grad = old
     return profile
 
 

@@ -1,5 +1,7 @@
 """Builders for the models every chapter profiles: an MLP, a small CNN and GPT-style
-transformers (GPT-2 small to XL, or any configuration).
+transformers (GPT-2 small to XL, or any configuration), and :func:`random_input` for any model.
+
+:class:`GPT` itself is a layer (:mod:`tinyprof.nn.gpt`); it is re-exported here.
 
 Every builder takes ``dtype`` (float32 by default) and ``shape_only=True``, which allocates no
 weight arrays, so even GPT-2 XL (1.56 B parameters) can be counted in milliseconds.
@@ -7,25 +9,25 @@ weight arrays, so even GPT-2 XL (1.56 B parameters) can be counted in millisecon
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from .nn import (
     GELU,
+    GPT,
     Conv2d,
     Embedding,
     Flatten,
-    LayerNorm,
+    GPTConfig,
     Linear,
     Module,
     ReLU,
     Sequential,
-    TiedLMHead,
-    TransformerBlock,
 )
 from .nn.checks import positive_int
 from .nn.module import ShapeError
+
+__all__ = ["GPT", "GPT2_SIZES", "GPTConfig", "gpt2", "gpt_part", "mlp", "random_input",
+           "small_cnn"]
 
 _ACTIVATIONS = {"relu": ReLU, "gelu": GELU}
 
@@ -70,68 +72,12 @@ def small_cnn(in_channels: int = 3, num_classes: int = 10, image_size: int = 32,
     return Sequential(*layers)
 
 
-@dataclass(frozen=True)
-class GPTConfig:
-    """The shape of a GPT-style decoder."""
-
-    vocab_size: int = 50257
-    n_ctx: int = 1024
-    d_model: int = 768
-    n_layer: int = 12
-    n_head: int = 12
-
-
 GPT2_SIZES = {
     "small": GPTConfig(d_model=768, n_layer=12, n_head=12),
     "medium": GPTConfig(d_model=1024, n_layer=24, n_head=16),
     "large": GPTConfig(d_model=1280, n_layer=36, n_head=20),
     "xl": GPTConfig(d_model=1600, n_layer=48, n_head=25),
 }
-
-
-class GPT(Module):
-    """Token + position embeddings → n_layer pre-norm blocks → LayerNorm → tied LM head.
-
-    Parameters: V·d + n_ctx·d + n_layer·(12d² + 13d) + 2d (the head reuses the token table).
-    Input: integer token ids (batch, seq) with seq ≤ n_ctx; output: logits (batch, seq, V).
-    """
-
-    def __init__(self, config: GPTConfig, *, dtype=np.float32, shape_only: bool = False,
-                 seed: int = 0):
-        self.config = config
-        rng = np.random.default_rng(seed)
-        make = dict(dtype=dtype, shape_only=shape_only, rng=rng)
-        self.wte = Embedding(config.vocab_size, config.d_model, **make)
-        self.wpe = Embedding(config.n_ctx, config.d_model, **make)
-        self.h = [TransformerBlock(config.d_model, config.n_head, causal=True, **make)
-                  for _ in range(config.n_layer)]
-        self.ln_f = LayerNorm(config.d_model, **make)
-        self.head = TiedLMHead(self.wte.weight)
-        self.set_names()
-
-    def forward(self, ids: np.ndarray) -> np.ndarray:
-        self.check_runnable()
-        ids = np.asarray(ids)
-        self.check_input(ids, f"(batch, seq ≤ {self.config.n_ctx}) of token ids",
-                         ids.ndim == 2 and ids.shape[1] <= self.config.n_ctx)
-        positions = np.arange(ids.shape[1])
-        x = self.wte(ids) + self.wpe(positions)
-        for block in self.h:
-            x = block(x)
-        return self.head(self.ln_f(x))
-
-    def backward(self, grad: np.ndarray) -> None:
-        grad = self.ln_f.backward(self.head.backward(grad))
-        for block in reversed(self.h):
-            grad = block.backward(grad)
-        self.wpe.backward(grad.sum(axis=0))
-        self.wte.backward(grad)
-        return None
-
-    def extra_repr(self) -> str:
-        c = self.config
-        return (f"vocab_size={c.vocab_size}, n_ctx={c.n_ctx}, d_model={c.d_model}, "
-                f"n_layer={c.n_layer}, n_head={c.n_head}")
 
 
 def gpt2(size: str | None = None, *, vocab_size: int | None = None, n_ctx: int | None = None,
@@ -165,3 +111,13 @@ def gpt_part(parameter_name: str) -> str:
     if ".mlp." in parameter_name:
         return "MLP"
     return "LayerNorm"
+
+
+def random_input(model: Module, shape, seed: int = 0) -> np.ndarray:
+    """A seeded input of ``shape`` for ``model``: token ids in [0, vocabulary) when its first
+    layer is an Embedding, otherwise standard normal values in the model's dtype."""
+    rng = np.random.default_rng(seed)
+    first = next((m for _, m in model.named_modules() if not list(m.children())), model)
+    if isinstance(first, Embedding):
+        return rng.integers(0, first.num_embeddings, size=tuple(shape))
+    return rng.standard_normal(tuple(shape)).astype(model.dtype)

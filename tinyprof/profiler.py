@@ -17,8 +17,10 @@ import numpy as np
 
 from .flops import count_flops
 from .layer_profiler import LayerProfiler
-from .memory import TrainingMemory, random_input, training_memory
+from .memory import TrainingMemory, training_memory
+from .models import random_input
 from .nn.module import Module
+from .nn.state import KeptState
 from .params import count_parameters, parameter_bytes
 from .roofline import machine_peaks
 from .table import Table
@@ -31,21 +33,6 @@ def _output_grad(output: np.ndarray) -> np.ndarray:
     """A seeded gradient for the model's output (its values do not change the work done)."""
     rng = np.random.default_rng(0)
     return rng.standard_normal(output.shape).astype(output.dtype) / output.size
-
-
-class _KeepGradients:
-    """Restore the model's ``.grad`` arrays after timing backward passes on it."""
-
-    def __init__(self, model: Module):
-        self.saved = [(p, p.grad) for p in model.parameters()]
-
-    def __enter__(self) -> None:
-        for param, _ in self.saved:
-            param.grad = None
-
-    def __exit__(self, *exc_info: object) -> None:
-        for param, grad in self.saved:
-            param.grad = grad
 
 
 class Profiler:
@@ -158,7 +145,7 @@ class Profiler:
             model(input_tensor)
             model.backward(grad)
 
-        with _KeepGradients(model):
+        with KeptState(model):
             forward_s = measure_latency(model, input_tensor, warmup=3, iterations=20).median
             step_s = measure_latency(forward_and_backward, warmup=3, iterations=20).median
         backward_s = max(step_s - forward_s, 0.0)

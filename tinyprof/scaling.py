@@ -15,7 +15,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .memory import measure_memory, random_input
+from .memory import measure_memory
+from .models import random_input
 from .nn import Conv2d, Embedding, Linear, Module
 from .table import Table
 from .timing import LatencyStats, callable_name, measure_latency
@@ -110,7 +111,7 @@ def _input_maker(model_or_fn: Any, sample_shape: Sequence[int] | None, dtype: An
                  seed: int) -> Callable[[int], np.ndarray]:
     """A function batch_size → seeded input of shape (batch, *sample_shape).
 
-    For a model, :func:`tinyprof.memory.random_input` (token ids for a model that starts with
+    For a model, :func:`tinyprof.models.random_input` (token ids for a model that starts with
     an Embedding, standard-normal values in the model's dtype otherwise), cast to ``dtype``
     when given; for a plain callable, standard-normal values in ``dtype`` (float32 default).
     """

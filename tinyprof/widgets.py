@@ -322,7 +322,8 @@ def memory_breakdown_explorer(build: Callable, sample_shape: Sequence[int], *,
     keeps one y scale: the largest predicted total over every setting (or the peak, if higher).
     The widget's ``result`` is the :class:`~tinyprof.memory.TrainingMemory` on show.
     """
-    from .memory import predict_training_memory, random_input, training_memory
+    from .memory import predict_training_memory, training_memory
+    from .models import random_input
     from .plots import plot_memory_breakdown
     from .units import format_bytes
 
@@ -388,7 +389,7 @@ def roofline_explorer(model, batch: int = 8, seq_len: int = 64,
     roofline (forward circles, backward squares). The widget's ``result`` is the placement
     Table of the chosen setting."""
     from .bottlenecks import place_layers, profile_step
-    from .memory import random_input
+    from .models import random_input
     from .plots import plot_roofline
     from .roofline import machine_peaks
 

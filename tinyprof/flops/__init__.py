@@ -3,7 +3,8 @@
 * :func:`count_flops` — matmul FLOPs of a forward (or, ``backward=True``, a backward) pass.
 * :func:`flop_report` — the per-layer table (FLOPs, MACs, elementwise work, % of total).
 * :func:`flops_by_layer` — the same rows as plain :class:`LayerCount` objects.
-* :func:`register_flops` / :func:`register_container` — add a formula for your own layer.
+* :func:`register_flops` — the FLOP formula of your own layer (its shapes first, with
+  :func:`tinyprof.shapes.register_shape` or :func:`tinyprof.shapes.register_container`).
 * :func:`measure_matmul_flops` — the matmul FLOPs that really execute, to check the counts.
 * :func:`gflops_per_second`, :func:`arithmetic_intensity` — rates built on FLOP counts.
 
@@ -15,19 +16,18 @@ from .counter import LayerCount, count_flops, flop_report, flops_by_layer
 from .measure import ExecutedFlops, measure_matmul_flops
 from .rates import arithmetic_intensity, gflops_per_second
 from .registry import (
+    FLOP_FORMULAS,
+    NO_WORK,
     LayerFlops,
     MissingFlopFormulaError,
-    Shape,
-    check_shape,
-    numel,
-    register_container,
+    no_own_work,
     register_flops,
     unregister,
 )
 
 __all__ = [
-    "ExecutedFlops", "LayerCount", "LayerFlops", "MissingFlopFormulaError", "Shape",
-    "arithmetic_intensity", "check_shape", "count_flops", "flop_report", "flops_by_layer",
-    "formulas", "gflops_per_second", "measure_matmul_flops", "numel", "register_container",
+    "FLOP_FORMULAS", "NO_WORK", "ExecutedFlops", "LayerCount", "LayerFlops",
+    "MissingFlopFormulaError", "arithmetic_intensity", "count_flops", "flop_report",
+    "flops_by_layer", "formulas", "gflops_per_second", "measure_matmul_flops", "no_own_work",
     "register_flops", "unregister",
 ]

@@ -1,8 +1,8 @@
 """The counting machinery: walk a model by shape, apply each layer's registered formula.
 
 No input data and no weights are touched, so ``shape_only=True`` models count as fast as real
-ones. The formulas live in :mod:`tinyprof.flops.formulas`; this module only looks them up,
-propagates shapes through containers and adds the results up.
+ones. Shapes come from :func:`tinyprof.shapes.trace_shapes`; the formulas live in
+:mod:`tinyprof.flops.formulas`; this module only looks them up and adds the results up.
 """
 
 from __future__ import annotations
@@ -10,15 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-import numpy as np
-
-from ..nn.checks import input_shape as checked_shape
 from ..nn.module import Module
+from ..shapes import ROOT_NAME, Node, trace_shapes
 from ..table import Table
 from ..units import format_si
-from .registry import LayerFlops, Shape, lookup
-
-ROOT_NAME = "(model)"
+from .registry import LayerFlops, lookup
 
 
 @dataclass(frozen=True)
@@ -46,79 +42,43 @@ class LayerCount:
         return self.grad_input + self.grad_weight
 
 
-class _Counter:
-    """Visits layers in forward order, collecting one :class:`LayerCount` per layer with work.
-
-    Leaves always get a row; a container only when it does work of its own (a residual add,
-    attention scores). Rows appear before their children's rows.
-    """
-
-    def __init__(self, model: Module, backward: bool):
-        self.paths: dict[int, str] = {}
-        for path, module in model.named_modules():
-            self.paths.setdefault(id(module), path or ROOT_NAME)
-        self.backward = backward
-        self.rows: list[LayerCount | None] = []
-
-    def __call__(self, layer: Module, x: Sequence[int]) -> Shape:
-        """Count ``layer`` (and, for a container, its children) on input shape ``x``."""
-        if not isinstance(layer, Module):
-            raise TypeError(f"FLOP counting walks tinyprof Modules; got {type(layer).__name__}")
-        x = x if isinstance(x, Shape) else Shape(x)
-        kind, formula = lookup(layer)
-        slot = len(self.rows)
-        self.rows.append(None)
-        flops = formula(layer, x, self) if kind == "container" else formula(layer, x)
-        row = self._row(layer, kind, x, flops)
-        if kind == "layer" or row.matmul or row.elementwise or row.backward:
-            self.rows[slot] = row
-        return Shape(flops.output_shape, x.needs_grad or _has_parameters(layer))
-
-    def join(self, *inputs: Sequence[int], shape: Sequence[int] | None = None) -> Shape:
-        """The shape of a value computed from ``inputs`` (their broadcast shape unless ``shape``
-        is given); it needs a gradient when any input does."""
-        out = np.broadcast_shapes(*inputs) if shape is None else shape
-        return Shape(out, any(getattr(s, "needs_grad", True) for s in inputs))
-
-    def _row(self, layer: Module, kind: str, x: Shape, flops: LayerFlops) -> LayerCount:
-        name = self.paths.get(id(layer), type(layer).__name__)
-        if not isinstance(flops, LayerFlops):
-            raise TypeError(f"the FLOP formula for {type(layer).__name__} '{name}' returned "
-                            f"{type(flops).__name__}; it must return a LayerFlops")
-        grad_input, grad_weight = flops.grad_input, flops.grad_weight
-        if self.backward and (grad_input is None or grad_weight is None):
-            raise ValueError(f"the FLOP formula for {type(layer).__name__} '{name}' states no "
-                             "backward FLOPs: give its LayerFlops grad_input and grad_weight "
-                             "(0 when the backward runs no matmul)")
-        if kind == "layer" and not x.needs_grad:
-            grad_input = 0      # nothing upstream needs dX: e.g. the model's input
-        return LayerCount(name, type(layer).__name__, tuple(x), tuple(flops.output_shape),
-                          flops.matmul, flops.elementwise, grad_input or 0, grad_weight or 0,
-                          flops.note)
-
-
-def _has_parameters(layer: Module) -> bool:
-    return next(iter(layer.parameters()), None) is not None
-
-
-def _input_shape(input_shape: Sequence[int]) -> tuple[int, ...]:
-    return checked_shape(input_shape)
+def _count(node: Node, backward: bool) -> LayerCount:
+    """Apply ``node``'s FLOP formula; check what it returned."""
+    layer, x = node.layer, node.input_shape
+    flops = lookup(layer)(layer, x, node.output_shape)
+    kind = type(layer).__name__
+    if not isinstance(flops, LayerFlops):
+        raise TypeError(f"the FLOP formula for {kind} '{node.name}' returned "
+                        f"{type(flops).__name__}; it must return a LayerFlops")
+    grad_input, grad_weight = flops.grad_input, flops.grad_weight
+    if backward and (grad_input is None or grad_weight is None):
+        raise ValueError(f"the FLOP formula for {kind} '{node.name}' states no backward FLOPs: "
+                         "give its LayerFlops grad_input and grad_weight (0 when the backward "
+                         "runs no matmul)")
+    if not node.container and not x.needs_grad:
+        grad_input = 0      # nothing upstream needs dX: e.g. the model's input
+    return LayerCount(node.name, kind, tuple(x), tuple(node.output_shape), flops.matmul,
+                      flops.elementwise, grad_input or 0, grad_weight or 0, flops.note)
 
 
 def flops_by_layer(model: Module, input_shape: Sequence[int], *, backward: bool = False,
                    skip_first_input_grad: bool = False) -> list[LayerCount]:
     """Every layer's counted work, in forward order (containers before their children).
 
-    ``skip_first_input_grad=True`` treats the model's input as not needing a gradient, so the
-    first layers that read it (up to the first layer with parameters) drop their dX matmuls,
-    as autograd does for an input with ``requires_grad=False``. With ``backward=True`` every
-    formula must state its backward FLOPs.
+    Leaves always get a row; a container only when it does work of its own (a residual add,
+    attention scores). ``skip_first_input_grad=True`` treats the model's input as not needing a
+    gradient, so the first layers that read it (up to the first layer with parameters) drop
+    their dX matmuls, as autograd does for an input with ``requires_grad=False``. With
+    ``backward=True`` every formula must state its backward FLOPs.
     """
     if not isinstance(model, Module):
         raise TypeError(f"count FLOPs of a tinyprof Module, got {type(model).__name__}")
-    counter = _Counter(model, backward)
-    counter(model, Shape(_input_shape(input_shape), needs_grad=not skip_first_input_grad))
-    return [row for row in counter.rows if row is not None]
+    rows = []
+    for node in trace_shapes(model, input_shape, skip_first_input_grad=skip_first_input_grad):
+        row = _count(node, backward)
+        if not node.container or row.matmul or row.elementwise or row.backward:
+            rows.append(row)
+    return rows
 
 
 def count_flops(model: Module, input_shape: Sequence[int], backward: bool = False, *,
@@ -169,3 +129,6 @@ def flop_report(model: Module, input_shape: Sequence[int], backward: bool = Fals
              f"{direction} (matmul)")
     return Table(columns, body, title=title, footer=footer,
                  formats={"% flops": lambda v: f"{v:.1f}%"})
+
+
+__all__ = ["ROOT_NAME", "LayerCount", "count_flops", "flop_report", "flops_by_layer"]

@@ -6,15 +6,16 @@ counts the rest, with the per-element costs stated in each docstring. Backward c
 matmuls the layer's own ``backward`` really runs: ``grad_input`` (gradients of activations)
 and ``grad_weight`` (gradients of parameters).
 
-Shapes: ``x`` is the input shape; B batch, S sequence length, d model width, rows = the
-product of all leading dimensions of a Linear's input.
+Shapes: ``x`` is the input shape and ``y`` the output shape, both from the shared shape walk
+(:mod:`tinyprof.shapes`, which also checks them); B batch, S sequence length, d model width,
+rows = the product of all leading dimensions of a Linear's input.
 """
 
 from __future__ import annotations
 
-from ..models import GPT
 from ..nn import (
     GELU,
+    GPT,
     Conv2d,
     Embedding,
     Flatten,
@@ -29,92 +30,76 @@ from ..nn import (
     TiedLMHead,
     TransformerBlock,
 )
-from .registry import (
-    LayerFlops,
-    Shape,
-    Visit,
-    check_shape,
-    numel,
-    register_container,
-    register_flops,
-)
+from ..shapes import Shape, numel
+from .registry import LayerFlops, no_own_work, register_flops
 
 # -- layers that do their own work ------------------------------------------------------------
 
 
 @register_flops(Linear)
-def linear_flops(layer: Linear, x: Shape) -> LayerFlops:
+def linear_flops(layer: Linear, x: Shape, y: Shape) -> LayerFlops:
     """y = x·W + b on (..., in): 2·rows·in·out FLOPs, plus 1 per output element for the bias.
 
     Backward: dX = dY·Wᵀ and dW = Xᵀ·dY, 2·rows·in·out each (db is a sum, not a matmul).
     """
-    check_shape(layer, x, f"(..., {layer.in_features})",
-                len(x) >= 1 and x[-1] == layer.in_features)
-    out = (*x[:-1], layer.out_features)
     mm = 2 * numel(x[:-1]) * layer.in_features * layer.out_features
-    bias = numel(out) if layer.bias is not None else 0
-    return LayerFlops(out, matmul=mm, elementwise=bias, grad_input=mm, grad_weight=mm,
+    bias = numel(y) if layer.bias is not None else 0
+    return LayerFlops(matmul=mm, elementwise=bias, grad_input=mm, grad_weight=mm,
                       note="2·rows·in·out")
 
 
 @register_flops(Conv2d)
-def conv2d_flops(layer: Conv2d, x: Shape) -> LayerFlops:
+def conv2d_flops(layer: Conv2d, x: Shape, y: Shape) -> LayerFlops:
     """(N, C, H, W) → (N, O, Ho, Wo): 2·N·O·Ho·Wo·(C/groups)·kh·kw FLOPs, +1 per output for bias.
 
     Ho, Wo = ⌊(H + 2·pad − dil·(k − 1) − 1)/stride⌋ + 1: padded positions are multiplied like
     any other (im2col fills them with zeros). Backward: dX (Wᵀ·dY, then col2im) and dW
     (dY·colsᵀ) cost the same as the forward each.
     """
-    check_shape(layer, x, f"(N, {layer.in_channels}, H, W)",
-                len(x) == 4 and x[1] == layer.in_channels)
-    out = layer.output_shape(x)
     kh, kw = layer.kernel_size
-    mm = 2 * numel(out) * (layer.in_channels // layer.groups) * kh * kw
-    bias = numel(out) if layer.bias is not None else 0
-    return LayerFlops(out, matmul=mm, elementwise=bias, grad_input=mm, grad_weight=mm,
+    mm = 2 * numel(y) * (layer.in_channels // layer.groups) * kh * kw
+    bias = numel(y) if layer.bias is not None else 0
+    return LayerFlops(matmul=mm, elementwise=bias, grad_input=mm, grad_weight=mm,
                       note="2·N·O·Ho·Wo·(C/g)·kh·kw")
 
 
 @register_flops(ReLU)
-def relu_flops(layer: ReLU, x: Shape) -> LayerFlops:
+def relu_flops(layer: ReLU, x: Shape, y: Shape) -> LayerFlops:
     """max(x, 0): 1 FLOP (a comparison) per element; no matmul forward or backward."""
-    return LayerFlops(x, elementwise=numel(x), grad_input=0, grad_weight=0, note="1 per element")
+    return LayerFlops(elementwise=numel(x), grad_input=0, grad_weight=0, note="1 per element")
 
 
-def _inference_linear(layer, x: Shape, note: str) -> LayerFlops:
+def _inference_linear(layer, x: Shape, y: Shape, note: str) -> LayerFlops:
     """2·rows·in·out matmul FLOPs and 2 elementwise FLOPs per output (1 without a bias)."""
-    check_shape(layer, x, f"(..., {layer.in_features})",
-                len(x) >= 1 and x[-1] == layer.in_features)
-    out = (*x[:-1], layer.out_features)
-    extra = numel(out) * (2 if layer.bias is not None else 1)
-    return LayerFlops(out, matmul=2 * numel(x[:-1]) * layer.in_features * layer.out_features,
+    extra = numel(y) * (2 if layer.bias is not None else 1)
+    return LayerFlops(matmul=2 * numel(x[:-1]) * layer.in_features * layer.out_features,
                       elementwise=extra, note=note)
 
 
 @register_flops(QuantizedLinear)
-def quantized_linear_flops(layer: QuantizedLinear, x: Shape) -> LayerFlops:
+def quantized_linear_flops(layer: QuantizedLinear, x: Shape, y: Shape) -> LayerFlops:
     """(x·W_q)·s + b: 2·rows·in·out matmul FLOPs, plus 1 per output for the scale and 1 for the
     bias. Inference only: no backward counts."""
-    return _inference_linear(layer, x, "2·rows·in·out, int8 weights")
+    return _inference_linear(layer, x, y, "2·rows·in·out, int8 weights")
 
 
 @register_flops(FusedLinearReLU)
-def fused_linear_relu_flops(layer: FusedLinearReLU, x: Shape) -> LayerFlops:
+def fused_linear_relu_flops(layer: FusedLinearReLU, x: Shape, y: Shape) -> LayerFlops:
     """max(x·W + b, 0): 2·rows·in·out matmul FLOPs, plus 1 per output for the bias and 1 for
     the ReLU's comparison, as Linear followed by ReLU. Inference only: no backward counts."""
-    return _inference_linear(layer, x, "2·rows·in·out, bias and ReLU fused")
+    return _inference_linear(layer, x, y, "2·rows·in·out, bias and ReLU fused")
 
 
 GELU_FLOPS_PER_ELEMENT = 9
 
 
 @register_flops(GELU)
-def gelu_flops(layer: GELU, x: Shape) -> LayerFlops:
+def gelu_flops(layer: GELU, x: Shape, y: Shape) -> LayerFlops:
     """½·x·(1 + tanh(c·(x + 0.044715·x³))): 9 FLOPs per element.
 
     x³ (2), ·0.044715 (1), x + (1), c· (1), tanh (1), 1 + (1), ½·x (1), ·(1 + t) (1).
     """
-    return LayerFlops(x, elementwise=GELU_FLOPS_PER_ELEMENT * numel(x), grad_input=0,
+    return LayerFlops(elementwise=GELU_FLOPS_PER_ELEMENT * numel(x), grad_input=0,
                       grad_weight=0, note="9 per element")
 
 
@@ -123,52 +108,47 @@ LAYERNORM_FLOPS_PER_ROW = 5
 
 
 @register_flops(LayerNorm)
-def layernorm_flops(layer: LayerNorm, x: Shape) -> LayerFlops:
+def layernorm_flops(layer: LayerNorm, x: Shape, y: Shape) -> LayerFlops:
     """(x − mean)/√(var + eps)·γ + β over the last axis: 7 FLOPs per element + 5 per row.
 
     Per element: Σx (1), x − mean (1), square (1), Σ for var (1), ·rstd (1), ·γ (1), + β (1).
     Per row: mean /d (1), var /d (1), + eps (1), √ (1), 1/· (1). No matmul.
     """
-    d = layer.normalized_shape
-    check_shape(layer, x, f"(..., {d})", len(x) >= 1 and x[-1] == d)
     work = LAYERNORM_FLOPS_PER_ELEMENT * numel(x) + LAYERNORM_FLOPS_PER_ROW * numel(x[:-1])
-    return LayerFlops(x, elementwise=work, grad_input=0, grad_weight=0,
+    return LayerFlops(elementwise=work, grad_input=0, grad_weight=0,
                       note="7 per element + 5 per row")
 
 
 @register_flops(Embedding)
-def embedding_flops(layer: Embedding, x: Shape) -> LayerFlops:
+def embedding_flops(layer: Embedding, x: Shape, y: Shape) -> LayerFlops:
     """Row lookup W[ids]: 0 FLOPs. Backward scatters dY into dW (adds, no matmul); ids get none."""
-    return LayerFlops((*x, layer.embedding_dim), grad_input=0, grad_weight=0, note="lookup")
+    return LayerFlops(grad_input=0, grad_weight=0, note="lookup")
 
 
 @register_flops(Flatten)
-def flatten_flops(layer: Flatten, x: Shape) -> LayerFlops:
+def flatten_flops(layer: Flatten, x: Shape, y: Shape) -> LayerFlops:
     """(N, d1, d2, ...) → (N, d1·d2·...): a reshape, 0 FLOPs."""
-    check_shape(layer, x, "(N, ...)", len(x) >= 1)
-    return LayerFlops((x[0], numel(x[1:])), grad_input=0, grad_weight=0, note="reshape")
+    return LayerFlops(grad_input=0, grad_weight=0, note="reshape")
 
 
 @register_flops(TiedLMHead)
-def tied_lm_head_flops(layer: TiedLMHead, x: Shape) -> LayerFlops:
+def tied_lm_head_flops(layer: TiedLMHead, x: Shape, y: Shape) -> LayerFlops:
     """logits = h·Eᵀ, E of shape (V, d): 2·rows·d·V FLOPs, no bias.
 
     Backward: dh = dlogits·E and dE = dlogitsᵀ·h, 2·rows·d·V each.
     """
     vocab, d = layer.weight.shape
-    check_shape(layer, x, f"(..., {d})", len(x) >= 1 and x[-1] == d)
     mm = 2 * numel(x[:-1]) * d * vocab
-    return LayerFlops((*x[:-1], vocab), matmul=mm, grad_input=mm, grad_weight=mm,
-                      note="2·rows·d·V")
+    return LayerFlops(matmul=mm, grad_input=mm, grad_weight=mm, note="2·rows·d·V")
 
 
-# -- layers made of other layers ---------------------------------------------------------------
+# -- layers made of other layers: their own work only (the children have rows of their own) ---
 
 SOFTMAX_FLOPS_PER_ELEMENT = 5
 
 
-@register_container(MultiHeadAttention)
-def attention_flops(layer: MultiHeadAttention, x: Shape, visit: Visit) -> LayerFlops:
+@register_flops(MultiHeadAttention)
+def attention_flops(layer: MultiHeadAttention, x: Shape, y: Shape) -> LayerFlops:
     """On (B, S, d) with H heads: the four projections are Linear layers (their own rows);
     the attention itself is Q·Kᵀ, 2·B·S²·d, and A·V, 2·B·S²·d, so 4·B·S²·d FLOPs.
 
@@ -176,55 +156,35 @@ def attention_flops(layer: MultiHeadAttention, x: Shape, visit: Visit) -> LayerF
     A causal mask is applied to the full S×S scores, so masked scores are computed and counted.
     Backward: dA = dC·Vᵀ, dV = Aᵀ·dC, dQ = dS·K, dK = dSᵀ·Q, 2·B·S²·d each, 8·B·S²·d in all.
     """
-    check_shape(layer, x, f"(batch, seq, {layer.d_model})",
-                len(x) == 3 and x[-1] == layer.d_model)
     b, s, d = x
-    q, k, v = (visit(proj, x) for proj in (layer.q_proj, layer.k_proj, layer.v_proj))
-    context = visit.join(q, k, v)                       # softmax(Q·Kᵀ/√d_head)·V, (B, S, d)
-    out = visit(layer.out_proj, context)
     scores_and_av = 2 * (2 * b * s * s * d)
     per_score = 1 + SOFTMAX_FLOPS_PER_ELEMENT
     mask = ", causal (full S×S computed)" if layer.causal else ""
-    return LayerFlops(out, matmul=scores_and_av, elementwise=per_score * b * layer.n_heads * s * s,
+    return LayerFlops(matmul=scores_and_av, elementwise=per_score * b * layer.n_heads * s * s,
                       grad_input=2 * scores_and_av, grad_weight=0,
                       note=f"QKᵀ + AV = 4·B·S²·d{mask}")
 
 
-@register_container(Sequential)
-def sequential_flops(layer: Sequential, x: Shape, visit: Visit) -> LayerFlops:
-    """Each layer gets the previous layer's output; no work of its own."""
-    for child in layer.layers:
-        x = visit(child, x)
-    return LayerFlops(x, grad_input=0, grad_weight=0)
+register_flops(Sequential)(no_own_work)
 
 
-@register_container(Residual)
-def residual_flops(layer: Residual, x: Shape, visit: Visit) -> LayerFlops:
+@register_flops(Residual)
+def residual_flops(layer: Residual, x: Shape, y: Shape) -> LayerFlops:
     """x + f(x): 1 FLOP per element for the add."""
-    out = visit.join(x, visit(layer.fn, x))
-    return LayerFlops(out, elementwise=numel(out), grad_input=0, grad_weight=0,
-                      note="residual add")
+    return LayerFlops(elementwise=numel(y), grad_input=0, grad_weight=0, note="residual add")
 
 
-@register_container(TransformerBlock)
-def transformer_block_flops(layer: TransformerBlock, x: Shape, visit: Visit) -> LayerFlops:
+@register_flops(TransformerBlock)
+def transformer_block_flops(layer: TransformerBlock, x: Shape, y: Shape) -> LayerFlops:
     """x + attn(ln_1(x)), then x + mlp(ln_2(x)): two residual adds, 1 FLOP per element each."""
-    x = visit.join(x, visit(layer.attn, visit(layer.ln_1, x)))
-    out = visit.join(x, visit(layer.mlp, visit(layer.ln_2, x)))
-    return LayerFlops(out, elementwise=2 * numel(out), grad_input=0, grad_weight=0,
+    return LayerFlops(elementwise=2 * numel(y), grad_input=0, grad_weight=0,
                       note="two residual adds")
 
 
-@register_container(GPT)
-def gpt_flops(layer: GPT, x: Shape, visit: Visit) -> LayerFlops:
-    """Token ids (B, S) → logits (B, S, V): wte(ids) + wpe(positions) (1 FLOP per element),
-    the blocks, ln_f and the tied head."""
-    n_ctx = layer.config.n_ctx
-    check_shape(layer, x, f"(batch, seq ≤ {n_ctx}) of token ids", len(x) == 2 and x[1] <= n_ctx)
-    h = visit.join(visit(layer.wte, x), visit(layer.wpe, (x[1],)))
-    embed_add = numel(h)
-    for block in layer.h:
-        h = visit(block, h)
-    out = visit(layer.head, visit(layer.ln_f, h))
-    return LayerFlops(out, elementwise=embed_add, grad_input=0, grad_weight=0,
-                      note="token + position embedding add")
+@register_flops(GPT)
+def gpt_flops(layer: GPT, x: Shape, y: Shape) -> LayerFlops:
+    """Token ids (B, S) → logits (B, S, V): wte(ids) + wpe(positions), 1 FLOP per element of
+    the (B, S, d) sum; the blocks, ln_f and the tied head have rows of their own."""
+    batch, seq = x
+    return LayerFlops(elementwise=batch * seq * layer.config.d_model, grad_input=0,
+                      grad_weight=0, note="token + position embedding add")

@@ -16,7 +16,8 @@ import numpy as np
 
 from .. import ops
 from ..nn.module import Module
-from .counter import ROOT_NAME
+from ..nn.state import KeptState
+from ..shapes import ROOT_NAME
 
 
 @dataclass(frozen=True)
@@ -41,18 +42,11 @@ def measure_matmul_flops(model: Module, x: np.ndarray,
     The model's existing ``.grad`` arrays are put back afterwards; only a runnable model (not
     ``shape_only``) can be measured.
     """
-    saved = [(param, param.grad) for param in model.parameters()]
-    for param, _ in saved:
-        param.grad = None
-    try:
-        with ops.record_matmuls() as record, _scoped_modules(model):
-            with ops.tagged("forward"):
-                y = model(x)
-            with ops.tagged("backward"):
-                model.backward(np.ones_like(y) if grad is None else grad)
-    finally:
-        for param, old in saved:
-            param.grad = old
+    with KeptState(model), ops.record_matmuls() as record, _scoped_modules(model):
+        with ops.tagged("forward"):
+            y = model(x)
+        with ops.tagged("backward"):
+            model.backward(np.ones_like(y) if grad is None else grad)
     by_tag = record.flops_by_tag()
     return ExecutedFlops(by_tag.get("forward", 0), by_tag.get("backward", 0),
                          record.flops_by_scope("forward"), record.flops_by_scope("backward"))

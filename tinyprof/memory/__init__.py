@@ -9,7 +9,6 @@
 """
 
 from .activations import (
-    ACTIVATION_CONTAINERS,
     ACTIVATION_FORMULAS,
     LOSS_FORMULAS,
     ActivationRow,
@@ -19,7 +18,6 @@ from .activations import (
     activation_rows,
     activation_table,
     loss_saved,
-    register_activation_container,
     register_activation_formula,
     register_loss_formula,
 )
@@ -30,15 +28,14 @@ from .training import (
     Component,
     TrainingMemory,
     predict_training_memory,
-    random_input,
     training_memory,
 )
 
 __all__ = [
-    "ACTIVATION_CONTAINERS", "ACTIVATION_FORMULAS", "COMPONENTS", "LOSS_FORMULAS",
+    "ACTIVATION_FORMULAS", "COMPONENTS", "LOSS_FORMULAS",
     "ActivationRow", "BatchFit", "Component", "Mark", "MemoryMeasurement", "MemoryTimeline",
     "MissingActivationFormulaError", "Saved", "TrainingMemory", "activation_bytes",
     "activation_rows", "activation_table", "loss_saved", "max_batch_size", "measure_memory",
-    "predict_training_memory", "random_input", "register_activation_container",
-    "register_activation_formula", "register_loss_formula", "training_memory",
+    "predict_training_memory", "register_activation_formula", "register_loss_formula",
+    "training_memory",
 ]

@@ -25,6 +25,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ..models import random_input
 from ..nn import Module
 from ..optim import Optimizer
 from ..table import Table
@@ -36,7 +37,6 @@ from .training import (
     optimizer_kind,
     phase_peaks,
     predict_training_memory,
-    random_input,
 )
 
 BatchMaker = Callable[[int], Any]

@@ -23,14 +23,15 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..nn import CrossEntropyLoss, Embedding, Module, MSELoss
+from ..nn import CrossEntropyLoss, Module, MSELoss
+from ..nn.state import KeptState
 from ..optim import SGD, Adam, Optimizer
 from ..params import count_parameters
+from ..shapes import MissingFormulaError
 from ..table import Table
 from ..units import format_bytes
 from .activations import (
     ActivationRow,
-    MissingActivationFormulaError,
     activation_rows,
     loss_saved,
 )
@@ -210,16 +211,6 @@ def optimizer_kind(optimizer: str | Optimizer) -> str:
                     f"{type(optimizer).__name__}")
 
 
-def random_input(model: Module, shape: Sequence[int], seed: int = 0) -> np.ndarray:
-    """A seeded input of ``shape`` for ``model``: token ids in [0, vocabulary) when its first
-    layer is an Embedding, otherwise standard normal values in the model's dtype."""
-    rng = np.random.default_rng(seed)
-    first = next((m for _, m in model.named_modules() if not list(m.children())), model)
-    if isinstance(first, Embedding):
-        return rng.integers(0, first.num_embeddings, size=tuple(shape))
-    return rng.standard_normal(tuple(shape)).astype(model.dtype)
-
-
 def random_targets(loss: Any, output: np.ndarray, seed: int = 1) -> np.ndarray:
     """Class ids in [0, C) over the output's last axis for cross-entropy, else normal values."""
     rng = np.random.default_rng(seed)
@@ -239,9 +230,10 @@ def predict_training_memory(model: Module, input_shape: Sequence[int],
     parameters = P·b; activations = Σ layer formulas + loss formula; gradients = P·b;
     optimizer state = k·P·b with k = 0 (SGD), 1 (momentum), 2 (Adam). ``dtype`` overrides the
     model's dtype (e.g. "what if float16?"). Works on ``shape_only=True`` models, which is how
-    "would GPT-2 fit?" is answered. A layer or loss without an activation formula raises
-    :class:`MissingActivationFormulaError`, or with ``strict=False`` leaves the activations'
-    prediction empty (None) and names the culprit in the formula column.
+    "would GPT-2 fit?" is answered. A layer or loss without an activation formula (or a layer
+    without a shape rule) raises a :class:`~tinyprof.shapes.MissingFormulaError`, or with
+    ``strict=False`` leaves the activations' prediction empty (None) and names the culprit in
+    the formula column.
     """
     check_model(model, "predict_training_memory")
     kind = optimizer_kind(optimizer)
@@ -254,7 +246,7 @@ def predict_training_memory(model: Module, input_shape: Sequence[int],
         saved_by_loss = loss_saved(loss, output_shape, dtype)
         activations: int | None = sum(row.nbytes for row in rows) + saved_by_loss.nbytes
         how = f"Σ per-layer saved + loss ({format_bytes(saved_by_loss.nbytes)})"
-    except MissingActivationFormulaError as error:
+    except MissingFormulaError as error:
         if strict:
             raise
         activations, how = None, str(error).split(":")[0]
@@ -311,24 +303,6 @@ def phase_peaks(marks: Sequence[Mark], parameter_bytes: int) -> dict[str, int]:
             "optimizer step": parameter_bytes + step.peak_bytes}
 
 
-class _SavedWeights:
-    """The parameters' values and gradients before profiling, put back afterwards."""
-
-    def __init__(self, model: Module):
-        self.params = list(model.parameters())
-        self.data = [np.array(p.data, copy=True) for p in self.params]
-        self.grads = [p.grad for p in self.params]
-
-    def restore_data(self) -> None:
-        for param, data in zip(self.params, self.data, strict=True):
-            np.copyto(param.data, data)
-
-    def restore(self) -> None:
-        self.restore_data()
-        for param, grad in zip(self.params, self.grads, strict=True):
-            param.grad = grad
-
-
 def measure_step(model: Module, x: np.ndarray, targets: np.ndarray | None = None,
                  loss: Any = None, optimizer: str | Optimizer = "adam",
                  caller: str = "training_memory",
@@ -348,8 +322,7 @@ def measure_step(model: Module, x: np.ndarray, targets: np.ndarray | None = None
         raise TypeError(f"{caller}: x must be a numpy array, got {type(x).__name__}")
     kind = optimizer_kind(optimizer)
     loss = make_loss(loss)
-    saved = _SavedWeights(model)
-    try:
+    with KeptState(model, weights=True) as kept:
         output = model(x)
         if targets is None:
             targets = random_targets(loss, output)
@@ -357,22 +330,20 @@ def measure_step(model: Module, x: np.ndarray, targets: np.ndarray | None = None
         del output
         model.backward(loss.backward())
         model.zero_grad()
-        step_optimizer = OPTIMIZERS[kind](saved.params) if isinstance(optimizer, str) else optimizer
+        step_optimizer = OPTIMIZERS[kind](kept.params) if isinstance(optimizer, str) else optimizer
         with MemoryTimeline() as timeline:
             training_step(model, loss, x, targets, step_optimizer, timeline)
         del step_optimizer
-        states = _state_bytes_of_each_optimizer(saved) if each_optimizer else {}
-    finally:
-        saved.restore()
+        states = _state_bytes_of_each_optimizer(kept) if each_optimizer else {}
     return timeline.marks, states
 
 
-def _state_bytes_of_each_optimizer(saved: _SavedWeights) -> dict[str, int]:
+def _state_bytes_of_each_optimizer(kept: KeptState) -> dict[str, int]:
     """``state_bytes()`` of a fresh SGD, momentum SGD and Adam after one step each."""
     states = {}
     for name, build in OPTIMIZERS.items():
-        saved.restore_data()
-        optimizer = build(saved.params)
+        kept.restore_weights()
+        optimizer = build(kept.params)
         optimizer.step()
         states[name] = optimizer.state_bytes()
     return states
