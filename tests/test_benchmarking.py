@@ -97,10 +97,10 @@ def test_suite_json_round_trip_and_reports(tmp_path):
     assert loaded.baseline == "base" and loaded.machine == {"processor": "test cpu"}
     assert loaded["fast"].latency.samples == suite["fast"].latency.samples
     assert json.loads(path.read_text())["format"] == "tinyprof-suite/1"
-    markdown = suite.to_markdown(tmp_path / "report.md")
+    markdown = tp.reports.suite_markdown(suite, tmp_path / "report.md")
     assert "| fast |" in markdown and "data:image/png;base64," in markdown
     assert "processor: test cpu" in markdown
-    page = suite.to_html()
+    page = tp.reports.suite_html(suite)
     assert page.startswith("<!DOCTYPE html>") and "<img" in page and "test cpu" in page
     (tmp_path / "junk.json").write_text("{}")
     with pytest.raises(ValueError, match="not a tinyprof benchmark baseline"):
@@ -145,7 +145,7 @@ def test_benchmark_suite_on_real_variants(trained, digits):
     assert suite["float32"].throughput == pytest.approx(450 / suite["float32"].latency.median)
     records = suite.to_records()
     assert records[0]["variant"] == "float32" and records[2]["verdict"] == "slower"
-    fig = suite.plot()
+    fig = tp.plots.plot_performance_comparison(suite)
     assert len(fig.axes) == 3
 
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from tinyprof.models import gpt2, mlp, small_cnn
+from tinyprof.plots import plot_scaling
 from tinyprof.scaling import BatchScaling, batch_scaling, best_batch_under_latency
 from tinyprof.timing import LatencyStats
 
@@ -53,7 +54,7 @@ def test_gpt_gets_integer_token_ids_and_a_cnn_gets_images():
     images = batch_scaling(cnn, (1, 2), (3, 8, 8), memory=False, **FAST)
     assert images.peak_bytes == (None, None)
     with pytest.raises(ValueError, match="memory was not measured"):
-        images.plot("memory")
+        plot_scaling(images, "memory")
 
 
 def test_a_plain_callable_gets_seeded_float32_batches():
@@ -137,11 +138,11 @@ def test_plot_uses_the_shared_batch_scaling_figure():
     import matplotlib.pyplot as plt
     from matplotlib.figure import Figure
 
-    fig = synthetic().plot("throughput")
+    fig = plot_scaling(synthetic(), "throughput")
     try:
         assert isinstance(fig, Figure)
         assert list(fig.axes[0].get_lines()[0].get_ydata()) == pytest.approx([1000, 4000, 3200])
     finally:
         plt.close(fig)
     with pytest.raises(ValueError, match="quantity must be"):
-        synthetic().plot("energy")
+        plot_scaling(synthetic(), "energy")

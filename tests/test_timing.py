@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from tinyprof.models import mlp
+from tinyprof.plots import plot_latency
 from tinyprof.timing import (
     BLAS_THREAD_VARIABLES,
     LatencyStats,
@@ -22,7 +23,6 @@ from tinyprof.timing import (
     collect_context,
     compare_latency,
     measure_latency,
-    plot_latency,
 )
 
 MS = 1e-3

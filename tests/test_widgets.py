@@ -20,7 +20,7 @@ def controls(widget) -> dict[str, object]:
     return {child.description: child for child in widget.children if hasattr(child, "value")}
 
 
-def test_attention_share_explorer_starts_at_gpt2_small_and_matches_the_report(capsys):
+def test_attention_share_explorer_starts_at_gpt2_small_and_matches_the_report():
     widget = attention_share_explorer()
     assert {name: c.value for name, c in controls(widget).items()} == {
         "sequence length": 1024, "d_model": 768, "n_layer": 12}
@@ -38,7 +38,7 @@ def test_attention_share_explorer_starts_at_gpt2_small_and_matches_the_report(ca
     assert here.total == count_flops(gpt2_small, (1, 1024)) == 291_648_307_200
     assert here.share == pytest.approx(38_654_705_664 / 291_648_307_200)   # 13.3%
     assert here.break_even == pytest.approx(6 * 768)                        # 4,608
-    printed = capsys.readouterr().out
+    printed = widget.text
     assert "(13.3%)" in printed and "S = 4,608" in printed
 
 

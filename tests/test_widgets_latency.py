@@ -9,7 +9,8 @@ import pytest
 from tinyprof import LatencyStats
 from tinyprof.plots import plot_latency_log
 from tinyprof.timing import bootstrap_median_ci
-from tinyprof.widgets import _doubling_sizes, latency_ci_explorer
+from tinyprof.widgets import latency_ci_explorer
+from tinyprof.widgets.latency import doubling_sizes
 
 
 @pytest.fixture(autouse=True)
@@ -30,16 +31,14 @@ def slider(widget):
 
 
 def test_slider_offers_doubling_sample_counts_ending_at_all_samples():
-    assert _doubling_sizes(300) == [5, 10, 20, 40, 80, 160, 300]
-    assert _doubling_sizes(320) == [5, 10, 20, 40, 80, 160, 320]
-    assert _doubling_sizes(12) == [5, 10, 12]
-    assert _doubling_sizes(3) == [3]
+    assert doubling_sizes(300) == [5, 10, 20, 40, 80, 160, 300]
+    assert doubling_sizes(320) == [5, 10, 20, 40, 80, 160, 320]
+    assert doubling_sizes(12) == [5, 10, 12]
+    assert doubling_sizes(3) == [3]
     assert slider(latency_ci_explorer([1e-3, 2e-3, 4e-3])).options == (3,)
 
 
-def test_initial_state_uses_every_sample_and_draws(samples, capsys, monkeypatch):
-    shown = []
-    monkeypatch.setattr("tinyprof.widgets._show", shown.append)
+def test_initial_state_uses_every_sample_and_draws(samples):
     widget = latency_ci_explorer(samples, name="mlp")
     control = slider(widget)
     assert list(control.options) == [5, 10, 20, 40, 80, 160, 300]
@@ -49,10 +48,10 @@ def test_initial_state_uses_every_sample_and_draws(samples, capsys, monkeypatch)
     assert here.samples == tuple(samples.tolist())
     assert here.ci == bootstrap_median_ci(samples)
     assert here.ci[0] < here.median < here.ci[1]
-    printed = capsys.readouterr().out
+    printed = widget.text
     width = (here.ci[1] - here.ci[0]) / here.median
     assert "first 300 of 300 samples" in printed and f"width {width:.1%}" in printed
-    (fig,) = shown
+    (fig,) = widget.figures
     histogram, funnel = fig.axes
     legend = [t.get_text() for t in histogram.get_legend().get_texts()]
     assert [text.split()[0] for text in legend[1:]] == ["p50", "p95", "p99"]
@@ -80,12 +79,10 @@ def test_refuses_too_few_samples_and_bad_times():
         latency_ci_explorer([1e-3, -1e-3, 2e-3])
 
 
-def test_a_zero_sample_falls_back_to_a_linear_histogram(monkeypatch):
-    shown = []
-    monkeypatch.setattr("tinyprof.widgets._show", shown.append)
+def test_a_zero_sample_falls_back_to_a_linear_histogram():
     widget = latency_ci_explorer([0.0, 1e-3, 1e-3, 2e-3, 5e-3])
     assert widget.result.median == 1e-3
-    assert shown[0].axes[0].get_xscale() == "linear"
+    assert widget.figures[0].axes[0].get_xscale() == "linear"
 
 
 def test_plot_latency_log_spans_the_samples_with_geometric_bins_and_plain_labels():
@@ -110,15 +107,13 @@ def test_plot_latency_log_falls_back_to_linear_without_geometric_bins():
         assert plot_latency_log(LatencyStats.from_samples(samples)).axes[0].get_xscale() == "linear"
 
 
-def test_a_slow_call_among_the_first_few_does_not_flatten_the_funnel(monkeypatch):
-    shown = []
-    monkeypatch.setattr("tinyprof.widgets._show", shown.append)
+def test_a_slow_call_among_the_first_few_does_not_flatten_the_funnel():
     samples = np.random.default_rng(0).lognormal(np.log(208e-6), 0.03, 300)
     samples[2] = 1.3e-3                                  # one stalled call among the first 5
     widget = latency_ci_explorer(samples)
     slider(widget).value = 5
     assert widget.result.ci[1] == pytest.approx(1.3e-3)  # 5 samples: the CI reaches the stall
-    funnel = shown[-1].axes[1]
+    funnel = widget.figures[-1].axes[1]
     bottom, top = funnel.get_ylim()                      # µs
     for n in (20, 40, 80, 160, 300):
         low, high = bootstrap_median_ci(samples[:n])

@@ -21,14 +21,6 @@ def close_figures():
     plt.close("all")
 
 
-@pytest.fixture
-def shown(monkeypatch):
-    """The figures the widgets draw, kept open instead of displayed and closed."""
-    figures = []
-    monkeypatch.setattr(tw, "_show", figures.append)
-    return figures
-
-
 def controls(widget) -> dict[str, object]:
     return {child.description: child for child in widget.children if hasattr(child, "value")}
 
@@ -94,7 +86,7 @@ def tiny_mlp(dtype):
     return models.mlp((256, 128, 10), dtype=dtype)
 
 
-def test_explorer_measures_the_initial_setting_and_draws_it(shown, capsys):
+def test_explorer_measures_the_initial_setting_and_draws_it():
     widget = tw.memory_breakdown_explorer(tiny_mlp, (256,), batch_sizes=(1, 8, 64))
     assert {name: c.value for name, c in controls(widget).items()} == {
         "batch size": 8, "optimizer": "adam", "dtype": "float32"}
@@ -106,9 +98,9 @@ def test_explorer_measures_the_initial_setting_and_draws_it(shown, capsys):
         activation_bytes(tiny_mlp("float32"), (8, 256)) + 8 * (10 * 4 + 8))   # + cross-entropy
     for component in step.components:   # the arrays, plus a few Python objects around them
         assert 0 <= component.measured_bytes - component.predicted_bytes < 5_000, component
-    assert "batch 8, adam, float32: measured" in capsys.readouterr().out
+    assert "batch 8, adam, float32: measured" in widget.text
 
-    (fig,) = shown
+    (fig,) = widget.figures
     ax = fig.axes[0]
     heights = stacked_heights(ax)
     unit_bytes = 1e6                                             # totals of about 1 MB
@@ -123,7 +115,7 @@ def test_explorer_measures_the_initial_setting_and_draws_it(shown, capsys):
     assert ax.get_ylim()[1] * unit_bytes == pytest.approx(1.15 * max(highest, step.peak_bytes))
 
 
-def test_moving_the_controls_measures_each_new_setting_once(shown):
+def test_moving_the_controls_measures_each_new_setting_once():
     built = []
 
     def build(dtype):
@@ -148,7 +140,7 @@ def test_moving_the_controls_measures_each_new_setting_once(shown):
     knobs["batch size"].value, knobs["dtype"].value, knobs["optimizer"].value = 8, "float32", "adam"
     assert widget.result is first, "a setting seen before is not measured again"
     assert built == ["float32", "float64"], "each dtype's model is built once"
-    assert len(shown) == 7, "one figure per change of a control"
+    assert widget.draws == 7, "one draw per change of a control"
 
 
 def test_explorer_rejects_a_start_outside_its_choices():
@@ -174,10 +166,10 @@ def test_amdahl_figure_speaks_of_time_by_default_and_of_memory_when_asked():
     assert "2× smaller → 1.29× overall" in legend                  # 1 / (0.55 + 0.225)
 
 
-def test_amdahl_explorer_for_memory(shown, capsys):
+def test_amdahl_explorer_for_memory():
     widget = tw.amdahl_explorer(fraction=0.45, factor=2, part="the activations",
                                 quantity="memory")
     assert set(controls(widget)) == {"share of memory (p)", "reduction of part (s)"}
-    assert "the activations: 45% of the memory made 2× smaller → 1.29× overall" in \
-        capsys.readouterr().out
-    assert shown[0].axes[0].get_title(loc="left") == "Amdahl's law: shrinking the activations"
+    assert "the activations: 45% of the memory made 2× smaller → 1.29× overall" in widget.text
+    title = widget.figures[0].axes[0].get_title(loc="left")
+    assert title == "Amdahl's law: shrinking the activations"

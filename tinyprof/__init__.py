@@ -31,13 +31,13 @@ from .scaling import BatchScaling, batch_scaling, best_batch_under_latency
 from .shapes import register_container, register_shape, trace_shapes
 from .suite import SuiteResult, benchmark_suite
 from .table import Table
-from .timing import LatencyStats, TimingContext, compare_latency, measure_latency, plot_latency
+from .timing import LatencyStats, TimingContext, compare_latency, measure_latency
 from .units import bytes_per_element, format_bytes, format_count, format_seconds
 
 __version__ = "0.1.0"
 
-_LAZY_SUBMODULES = ("plots", "widgets")
-_LAZY_PLOTS = ("plot_performance_comparison", "plot_roofline", "plot_ab")
+_LAZY_SUBMODULES = ("plots", "reports", "widgets")
+_LAZY_PLOTS = ("plot_performance_comparison", "plot_roofline", "plot_ab", "plot_latency")
 
 
 def __getattr__(name: str):

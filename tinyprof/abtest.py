@@ -156,12 +156,6 @@ class ABResult:
     def __repr__(self) -> str:
         return str(self)
 
-    def plot(self):
-        """Left: both sides' per-call times; right: the speedup, its interval and the band."""
-        from .plots import plot_ab
-
-        return plot_ab(self)
-
 
 def _timed_rounds(blocks: Sequence[Callable[[int], float]], loops: Sequence[int], rounds: int,
                   interleave: bool, rng: np.random.Generator) -> list[list[float]]:

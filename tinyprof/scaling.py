@@ -79,25 +79,6 @@ class BatchScaling:
     def __str__(self) -> str:
         return str(self.table())
 
-    def plot(self, quantity: str = "latency"):
-        """The shared batch-scaling figure of ``"latency"``, ``"throughput"`` or ``"memory"``."""
-        from .plots import plot_batch_scaling
-
-        if quantity == "latency":
-            values = [m * 1e3 for m in self.median_seconds]
-            return plot_batch_scaling(self.batch_sizes, values, quantity="median latency",
-                                      unit="ms")
-        if quantity == "throughput":
-            return plot_batch_scaling(self.batch_sizes, self.throughput, quantity="throughput",
-                                      unit="samples/s", per_sample=False)
-        if quantity == "memory":
-            if any(p is None for p in self.peak_bytes):
-                raise ValueError("BatchScaling.plot('memory'): memory was not measured "
-                                 "(batch_scaling(..., memory=False))")
-            return plot_batch_scaling(self.batch_sizes, [p / 1e6 for p in self.peak_bytes],
-                                      quantity="peak memory", unit="MB")
-        raise ValueError(f"BatchScaling.plot: quantity must be 'latency', 'throughput' or "
-                         f"'memory', got {quantity!r}")
 
 
 def _first_weighted_layer(model: Module) -> Module | None:

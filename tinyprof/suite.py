@@ -1,5 +1,5 @@
 """A benchmark suite: named variants of a model measured side by side, compared with a baseline,
-reported, and saved as a baseline for later regression checks.
+reported (:mod:`tinyprof.reports`), and saved as a baseline for later regression checks.
 
 For every variant, on the same held-out data:
 
@@ -15,9 +15,6 @@ For every variant, on the same held-out data:
 
 from __future__ import annotations
 
-import base64
-import html
-import io
 import json
 import os
 import platform
@@ -140,50 +137,6 @@ class SuiteResult:
     def _repr_html_(self) -> str:
         return self.table()._repr_html_()
 
-    def plot(self):
-        """:func:`tinyprof.plots.plot_performance_comparison` of this suite."""
-        from .plots import plot_performance_comparison
-
-        return plot_performance_comparison(self)
-
-    # -- reports ---------------------------------------------------------------------------
-    def _figure_png(self) -> str:
-        import matplotlib.pyplot as plt
-
-        fig = self.plot()
-        buffer = io.BytesIO()
-        fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
-        plt.close(fig)
-        return base64.b64encode(buffer.getvalue()).decode("ascii")
-
-    def _machine_lines(self) -> list[str]:
-        return [f"{key}: {value}" for key, value in self.machine.items()]
-
-    def to_markdown(self, path: str | os.PathLike | None = None) -> str:
-        """A self-contained Markdown report (table, machine, figure as an embedded PNG); also
-        written to ``path`` when given."""
-        table = self.table()
-        text_rows = table._text_rows()
-        lines = [f"# {table.title}", "", "| " + " | ".join(table.columns) + " |",
-                 "|" + "---|" * len(table.columns)]
-        lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |"
-                  for row in text_rows]
-        lines += ["", "## Machine", ""] + [f"- {line}" for line in self._machine_lines()]
-        lines += ["", f"![time, memory and accuracy by variant]"
-                      f"(data:image/png;base64,{self._figure_png()})", ""]
-        return _written("\n".join(lines), path)
-
-    def to_html(self, path: str | os.PathLike | None = None) -> str:
-        """A self-contained HTML report (the same content as :meth:`to_markdown`)."""
-        machine = "".join(f"<li>{html.escape(line)}</li>" for line in self._machine_lines())
-        page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>"
-                f"{html.escape(self.table().title)}</title></head><body>"
-                f"<h1>{html.escape(self.table().title)}</h1>{self.table()._repr_html_()}"
-                f"<h2>Machine</h2><ul>{machine}</ul>"
-                f"<img alt='time, memory and accuracy by variant' "
-                f"src='data:image/png;base64,{self._figure_png()}'></body></html>")
-        return _written(page, path)
-
     # -- baselines -------------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> Path:
         """Write the suite as a baseline JSON file: every variant's raw latency samples and
@@ -213,12 +166,6 @@ class SuiteResult:
             v["rows"], v["peak_bytes"], v["parameter_bytes"], v["accuracy"])
             for v in data["variants"])
         return cls(variants, data["baseline"], data["machine"])
-
-
-def _written(text: str, path: str | os.PathLike | None) -> str:
-    if path is not None:
-        Path(path).write_text(text, encoding="utf-8")
-    return text
 
 
 def _split(test_data: Any) -> tuple[np.ndarray, np.ndarray | None]:

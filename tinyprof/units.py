@@ -44,3 +44,17 @@ def format_si(n: float, unit: str = "") -> str:
         if abs(n) >= scale:
             return f"{n / scale:.1f} {prefix}{unit}"
     return f"{n:g} {unit}".strip()
+
+
+def time_unit(seconds: float) -> tuple[str, float]:
+    """The unit (name, seconds per unit) that shows ``seconds`` as a number ≥ 1: s, ms, µs or
+    ns (ns below that)."""
+    for unit, scale in TIME_UNITS:
+        if abs(seconds) >= scale:
+            return unit, scale
+    return TIME_UNITS[-1]
+
+
+def byte_unit(n: float) -> tuple[str, float]:
+    """The decimal unit that keeps ``n`` bytes ≥ 1 (B, KB, MB or GB) and its size in bytes."""
+    return next(((unit, scale) for unit, scale in BYTE_UNITS if n >= scale), ("B", 1.0))

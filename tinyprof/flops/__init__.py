@@ -12,6 +12,7 @@ Convention: a FLOP is one add or one multiply; a multiply-accumulate is 2 FLOPs.
 """
 
 from . import formulas
+from .attention import GPT_FLOP_PARTS, AttentionShare, attention_share, gpt_flop_parts
 from .counter import LayerCount, count_flops, flop_report, flops_by_layer
 from .measure import ExecutedFlops, measure_matmul_flops
 from .rates import arithmetic_intensity, gflops_per_second
@@ -26,7 +27,8 @@ from .registry import (
 )
 
 __all__ = [
-    "FLOP_FORMULAS", "NO_WORK", "ExecutedFlops", "LayerCount", "LayerFlops",
+    "FLOP_FORMULAS", "GPT_FLOP_PARTS", "NO_WORK", "AttentionShare", "attention_share",
+    "gpt_flop_parts", "ExecutedFlops", "LayerCount", "LayerFlops",
     "MissingFlopFormulaError", "arithmetic_intensity", "count_flops", "flop_report",
     "flops_by_layer", "formulas", "gflops_per_second", "measure_matmul_flops", "no_own_work",
     "register_flops", "unregister",

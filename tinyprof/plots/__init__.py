@@ -1,0 +1,23 @@
+"""Figures: every function returns a matplotlib Figure and never calls ``plt.show()``; a notebook
+displays the returned figure, a script saves it. One look in every chapter (:mod:`.style`).
+
+* batch scaling and Amdahl's law (:mod:`.scaling`);
+* where a quantity goes (:mod:`.breakdown`);
+* latency samples and confidence intervals (:mod:`.latency`);
+* the roofline (:mod:`.roofline`);
+* A/B tests and benchmark suites (:mod:`.comparison`).
+"""
+
+from .breakdown import MEMORY_COLORS, plot_breakdown, plot_memory_breakdown, plot_shares
+from .comparison import plot_ab, plot_performance_comparison
+from .latency import plot_ci_funnel, plot_latency, plot_latency_log
+from .roofline import BOUND_COLORS, plot_roofline
+from .scaling import amdahl_words, plot_amdahl, plot_batch_scaling, plot_scaling
+from .style import ACCENT, FIGSIZE, HIGHLIGHT, MUTED, plain_log2_axis, style_axes
+
+__all__ = [
+    "ACCENT", "BOUND_COLORS", "FIGSIZE", "HIGHLIGHT", "MEMORY_COLORS", "MUTED", "amdahl_words",
+    "plain_log2_axis", "plot_ab", "plot_amdahl", "plot_batch_scaling", "plot_breakdown",
+    "plot_ci_funnel", "plot_latency", "plot_latency_log", "plot_memory_breakdown",
+    "plot_performance_comparison", "plot_roofline", "plot_scaling", "plot_shares", "style_axes",
+]

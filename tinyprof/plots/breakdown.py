@@ -1,0 +1,128 @@
+"""Where a quantity goes: bars per part, shares against x, memory by component."""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
+
+from .style import ACCENT, FIGSIZE, HIGHLIGHT, MUTED, style_axes
+
+
+def plot_breakdown(labels: Sequence[str], values: Sequence[float], *, quantity: str,
+                   unit: str = "", title: str | None = None) -> Figure:
+    """A horizontal bar per part, largest first, with its share of the total."""
+    order = np.argsort(values)
+    labels = [labels[i] for i in order]
+    vals = np.asarray(values, dtype=float)[order]
+    total = vals.sum()
+    fig, ax = plt.subplots(figsize=(FIGSIZE[0], 0.45 * len(labels) + 1.2))
+    bars = ax.barh(labels, vals, color=ACCENT)
+    for bar, v in zip(bars, vals):
+        share = v / total if total else 0.0
+        ax.annotate(f" {share:.1%}", (bar.get_width(), bar.get_y() + bar.get_height() / 2),
+                    va="center", fontsize=8)
+    verb = "go" if quantity.endswith("s") else "goes"   # the parameters go, the memory goes
+    style_axes(ax, title or f"Where the {quantity} {verb}",
+               f"{quantity} ({unit})" if unit else quantity, "")
+    ax.grid(False)
+    fig.tight_layout()
+    return fig
+
+
+def plot_shares(xs: Sequence[float], parts: Mapping[str, Sequence[float]], *, xlabel: str,
+                quantity: str, marks: Sequence[tuple[float, str]] = (),
+                title: str | None = None) -> Figure:
+    """Stacked shares vs x: each part's fraction of the total, part / Σ parts, at every x.
+
+    The first part is drawn at the bottom in the accent colour (it is the one the figure is
+    about); ``marks`` are (x, label) pairs drawn as vertical lines, e.g. a chosen setting and
+    a break-even point. The x axis is logarithmic (base 2).
+    """
+    x = np.asarray(xs, dtype=float)
+    values = np.array([np.asarray(v, dtype=float) for v in parts.values()])
+    if values.ndim != 2 or values.shape[1] != x.size or x.size == 0:
+        raise ValueError(f"plot_shares needs one value per x for every part, got {x.size} x "
+                         f"values and parts of lengths {[len(v) for v in parts.values()]}")
+    totals = values.sum(axis=0)
+    shares = 100.0 * values / np.where(totals > 0, totals, 1.0)
+    colors = [ACCENT] + [plt.cm.Greys(0.25 + 0.5 * i / max(len(parts) - 1, 1))
+                         for i in range(len(parts) - 1)]
+    fig, ax = plt.subplots(figsize=FIGSIZE)
+    ax.stackplot(x, shares, labels=list(parts), colors=colors, alpha=0.9)
+    for i, (position, label) in enumerate(marks):
+        ax.axvline(position, color=HIGHLIGHT if i == 0 else "black", ls="-" if i == 0 else "--",
+                   lw=1.5, label=label)
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    ax.set_xlim(x.min(), x.max())
+    ax.set_ylim(0, 100)
+    style_axes(ax, title or f"Where the {quantity} go", xlabel, f"share of {quantity} (%)")
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=9, frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+#: One colour per training-memory component, the same in every memory figure: the fixed costs
+#: (parameters, gradients, optimizer state) in blues and greys, the per-sample activations in
+#: orange. Other component names get the next colour of matplotlib's cycle.
+MEMORY_COLORS = {"parameters": ACCENT, "gradients": "#6baed6", "optimizer state": MUTED,
+                 "activations": "#ff7f0e"}
+
+
+def plot_memory_breakdown(bars: Mapping[str, Mapping[str, float]], *, unit: str = "MB",
+                          peaks: Mapping[str, float] | None = None,
+                          budget: float | None = None, ymax: float | None = None,
+                          title: str | None = None) -> Figure:
+    """One stacked bar per entry of ``bars``: label → {component: value in ``unit``}.
+
+    Components are stacked bottom-up in the order they first appear, each in one colour across
+    all bars (:data:`MEMORY_COLORS`), and each bar carries its total Σ components on top.
+    ``peaks`` (label → value) marks the highest memory seen while that bar's step ran, which
+    is above the total when the step allocates temporaries; ``budget`` draws a horizontal
+    line; ``ymax`` fixes the y axis, so a widget that redraws keeps one scale.
+    """
+    if not bars:
+        raise ValueError("plot_memory_breakdown needs at least one bar")
+    peaks = dict(peaks or {})
+    unknown = sorted(set(peaks) - set(bars))
+    if unknown:
+        raise ValueError(f"plot_memory_breakdown: peaks for bars that do not exist: {unknown}; "
+                         f"bars are {list(bars)}")
+    components = list(dict.fromkeys(name for parts in bars.values() for name in parts))
+    for label, parts in bars.items():
+        negative = {name: v for name, v in parts.items() if v < 0}
+        if negative:
+            raise ValueError(f"plot_memory_breakdown: bar {label!r} has negative parts {negative}")
+    cycle = iter(plt.rcParams["axes.prop_cycle"].by_key()["color"])
+    colors = {name: MEMORY_COLORS.get(name) or next(cycle) for name in components}
+    x = np.arange(len(bars))
+    fig, ax = plt.subplots(figsize=FIGSIZE)
+    bottom = np.zeros(len(bars))
+    stacks = []
+    for name in components:
+        heights = np.array([float(parts.get(name, 0.0)) for parts in bars.values()])
+        stacks.append(ax.bar(x, heights, 0.6, bottom=bottom, color=colors[name], label=name))
+        bottom += heights
+    for i, total in enumerate(bottom):
+        ax.annotate(f"{total:#.3g} {unit}", (x[i], total), xytext=(0, 3),
+                    textcoords="offset points", ha="center", fontsize=9)
+    for n, (label, value) in enumerate(peaks.items()):
+        i = list(bars).index(label)
+        ax.hlines(value, x[i] - 0.4, x[i] + 0.4, color="black", lw=2,
+                  label=None if n else "peak during the step")
+    if budget is not None:
+        ax.axhline(budget, color=HIGHLIGHT, ls="--", lw=1.5, label=f"budget {budget:.3g} {unit}")
+    ax.set_xticks(x, list(bars))
+    highest = max([*bottom, *peaks.values(), budget or 0.0])
+    ax.set_ylim(0, ymax if ymax is not None else 1.15 * highest or 1.0)
+    style_axes(ax, title or "Memory by component", "", f"memory ({unit})")
+    ax.grid(False, axis="x")
+    lines = [h for h in ax.get_legend_handles_labels()[0] if h not in stacks]
+    ax.legend(handles=stacks[::-1] + lines, loc="center left", bbox_to_anchor=(1.01, 0.5),
+              fontsize=9, frameon=False)  # legend top to bottom, as the stack reads
+    fig.tight_layout()
+    return fig
