@@ -183,3 +183,19 @@ def test_parameter_table_with_dtype_and_shape_only():
 def test_count_parameters_rejects_non_models():
     with pytest.raises(TypeError, match="count_parameters needs a model with .parameters"):
         count_parameters(np.zeros(3))
+
+
+def test_modules_held_in_a_dict_are_named_and_counted_and_deeper_ones_refused():
+    from tinyprof import nn
+
+    class Heads(nn.Module):
+        def __init__(self, nested=False):
+            self.heads = {"q": nn.Linear(4, 2), "k": nn.Linear(4, 3, bias=False)}
+            if nested:
+                self.more = {"v": [nn.Linear(4, 4)]}
+
+    model = Heads()
+    assert [name for name, _ in model.named_modules()] == ["", "heads.q", "heads.k"]
+    assert count_parameters(model) == (4 * 2 + 2) + 4 * 3
+    with pytest.raises(TypeError, match=r"Heads\.more\['v'\].*string keys and modules"):
+        count_parameters(Heads(nested=True))

@@ -20,7 +20,9 @@ from tinyprof.timing import (
     BLAS_THREAD_VARIABLES,
     LatencyStats,
     TimingContext,
+    TimingWarning,
     collect_context,
+    compare,
     compare_latency,
     measure_latency,
 )
@@ -49,8 +51,9 @@ def test_seed_example_mean_lies_median_does_not():
     # the CV is all the one outlier's doing: the typical call is steady, the mean is not
     assert s.cv_inliers == pytest.approx(statistics.stdev(SEED_EXAMPLE[:4]) / (5.15 * MS))
     assert not s.unstable
-    assert s.warnings[0].startswith("outliers: 1 of 5 samples are beyond")
-    assert "CV to 142.1%" in s.warnings[0]
+    assert s.warnings[0].kind == "outliers"
+    assert s.warnings[0].message.startswith("1 of 5 samples are beyond")
+    assert "CV to 142.1%" in s.warnings[0].message
 
 
 def test_percentiles_of_1_to_100_use_linear_interpolation():
@@ -143,8 +146,8 @@ def test_steady_samples_have_no_warnings():
 def test_cv_above_10_percent_from_one_outlier_warns_outliers_not_unstable():
     s = LatencyStats.from_samples([1e-3] * 99 + [10e-3], context=quiet_context())
     assert s.iqr == 0.0 and s.cv > 0.10 and s.cv_inliers < 1e-12 and s.outliers == 1
-    assert len(s.warnings) == 1 and s.warnings[0].startswith("outliers: 1 of 100 samples")
-    assert "10.0× the median" in s.warnings[0] and not s.unstable
+    assert len(s.warnings) == 1 and str(s.warnings[0]).startswith("outliers: 1 of 100 samples")
+    assert "10.0× the median" in s.warnings[0].message and not s.unstable
 
 
 def test_unstable_by_cv_without_outliers():
@@ -153,7 +156,7 @@ def test_unstable_by_cv_without_outliers():
     s = LatencyStats.from_samples(samples)
     assert s.outliers == 0 and s.iqr / s.median == pytest.approx(0.09)
     assert s.cv == s.cv_inliers == pytest.approx(0.1228, abs=1e-3)
-    assert s.unstable and s.warnings[0].startswith("unstable: IQR/median 9.0%, CV 12.3%")
+    assert s.unstable and str(s.warnings[0]).startswith("unstable: IQR/median 9.0%, CV 12.3%")
 
 
 def test_unstable_by_iqr_alone():
@@ -165,7 +168,7 @@ def test_unstable_by_iqr_alone():
 
 def test_near_timer_resolution_warning():
     coarse = LatencyStats.from_samples([10e-6] * 10, timer_resolution=1e-6)
-    assert any(w.startswith("near the timer's resolution") for w in coarse.warnings)
+    assert any(w.kind == "near resolution" for w in coarse.warnings)
     fine = LatencyStats.from_samples([10e-6] * 10, timer_resolution=1e-9)
     assert fine.warnings == ()
     # 10 loops of 10 µs make a 100 µs block: 100 ticks of 1 µs, just enough
@@ -177,12 +180,13 @@ def test_busy_machine_warning_comes_from_the_context():
     busy = quiet_context(load_average=(4.0, 3.0, 2.0), usable_cpus=2)
     s = LatencyStats.from_samples([1e-3] * 10, context=busy)
     assert len(s.warnings) == 1
-    assert s.warnings[0].startswith("busy machine: 1-minute load average 4.00 on 2 usable CPUs")
+    assert str(s.warnings[0]).startswith("busy machine: 1-minute load average 4.00 on 2 usable")
 
 
 def test_tracemalloc_warning_and_the_trace_is_left_running():
-    assert LatencyStats.from_samples([1e-3], tracemalloc_active=True).warnings[-1].startswith(
-        "tracemalloc was tracing")
+    warning = LatencyStats.from_samples([1e-3], tracemalloc_active=True).warnings[-1]
+    assert warning.kind == "tracing active"
+    assert warning.message.startswith("tracemalloc was tracing")
     started = not tracemalloc.is_tracing()
     if started:
         tracemalloc.start()
@@ -192,7 +196,7 @@ def test_tracemalloc_warning_and_the_trace_is_left_running():
     finally:
         if started:
             tracemalloc.stop()
-    assert s.tracemalloc_active and any(w.startswith("tracemalloc") for w in s.warnings)
+    assert s.tracemalloc_active and any(w.kind == "tracing active" for w in s.warnings)
 
 
 # -- the harness ----------------------------------------------------------------------------------
@@ -201,13 +205,13 @@ def test_lambda_none_is_calibrated_to_a_sane_sub_microsecond_median():
     assert s.loops > 1, "a ~20 ns call needs many calls per sample"
     assert 1e-9 < s.median < 5e-6
     assert s.n == 100 and s.calls == 100 * s.loops
-    assert not any(w.startswith("near the timer") for w in s.warnings)
+    assert not any(w.kind == "near resolution" for w in s.warnings)
 
 
 def test_single_calls_of_a_tiny_function_warn_about_the_timer():
     s = measure_latency(lambda: None, warmup=0, iterations=5, loops=1)
     assert s.loops == 1
-    assert any(w.startswith("near the timer's resolution") for w in s.warnings)
+    assert any(w.kind == "near resolution" for w in s.warnings)
 
 
 def test_sleeping_2_ms_measures_about_2_ms():
@@ -357,3 +361,33 @@ def test_compare_says_slower_only_when_the_cis_do_not_overlap():
     assert compare_latency(twice, base).column("verdict")[1] == "faster"
     with pytest.raises(ValueError, match="2 labels for 3"):
         compare_latency(base, twice, same, labels=["a", "b"])
+
+
+def test_latency_stats_round_trip_through_json_and_compare_with_a_saved_baseline(tmp_path):
+    context = collect_context()
+    steady = np.linspace(5.0 * MS, 5.5 * MS, 50)
+    before = LatencyStats.from_samples(steady, loops=3, name="forward", warmup=2,
+                                       timer_overhead=4e-8, context=context)
+    path = before.save(tmp_path / "baseline.json")
+    after = LatencyStats.load(path)
+    assert after == before and after.context == context
+    assert (after.median, after.ci, after.warnings) == (before.median, before.ci, before.warnings)
+    slower = LatencyStats.from_samples(2 * steady, name="slower")
+    verdict = compare(after, slower)
+    assert verdict.ratio == pytest.approx(2.0) and verdict.speedup == pytest.approx(0.5)
+    assert verdict.verdict == "slower" and compare(after, after).verdict == "within noise"
+    assert str(verdict).startswith("slower vs forward: median")
+    (tmp_path / "other.json").write_text('{"format": "something else"}')
+    with pytest.raises(ValueError, match=r"other.json: not a saved LatencyStats"):
+        LatencyStats.load(tmp_path / "other.json")
+    with pytest.raises(TypeError, match="other must be a LatencyStats"):
+        compare(after, [1e-3])
+
+
+def test_statistics_are_computed_when_first_asked_for():
+    stats = LatencyStats.from_samples(np.linspace(1e-3, 2e-3, 100_000))
+    assert not {"_quantiles", "ci", "warnings", "mean"} & set(vars(stats))
+    assert stats.median == pytest.approx(1.5e-3)
+    assert "_quantiles" in vars(stats) and "ci" not in vars(stats)
+    with pytest.raises(ValueError, match="kind must be one of"):
+        TimingWarning("odd", "message")

@@ -30,7 +30,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .timing import LatencyStats, callable_name, collect_context
-from .timing.harness import MIN_BLOCK_SECONDS, _make_block, calibrate_loops
+from .timing.harness import MIN_BLOCK_SECONDS, calibrate_loops, make_block
 from .units import format_seconds
 
 #: Relative change treated as noise, either way.
@@ -134,8 +134,8 @@ class ABResult:
             notes.append("sequential blocks (all A, then all B): drift between the blocks looks "
                          "like a difference; interleave for a fair comparison")
         for side, stats in (("baseline", baseline), ("candidate", candidate)):
-            notes += [f"{side}: {w.split('. ')[0]}" for w in stats.warnings
-                      if w.startswith(("unstable", "busy"))]
+            notes += [f"{side}: {str(w).split('. ')[0]}" for w in stats.warnings
+                      if w.kind in ("unstable", "busy machine")]
         return cls(baseline, candidate, baseline.median / candidate.median, ci, p, u, rounds,
                    noise_band, alpha, interleaved,
                    verdict(ci, p, rounds, noise_band, alpha), tuple(notes))
@@ -185,7 +185,7 @@ def ab_test(baseline: Callable, candidate: Callable, *args: Any, rounds: int = 3
         raise ValueError(f"ab_test needs rounds ≥ 1 and warmup ≥ 0, got {rounds} and {warmup}")
     if not (callable(baseline) and callable(candidate)):
         raise TypeError("ab_test compares two callables: ab_test(baseline, candidate, *args)")
-    blocks = [_make_block(fn, args, kwargs) for fn in (baseline, candidate)]
+    blocks = [make_block(fn, args, kwargs) for fn in (baseline, candidate)]
     for block in blocks:
         block(warmup)
     gc_was_enabled = gc.isenabled()

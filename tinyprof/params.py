@@ -14,7 +14,13 @@ from .units import format_bytes
 def count_parameters(model: Module) -> int:
     """Σ size over ``model.parameters()``: each array once, so tied weights count once.
 
-    Works on ``shape_only=True`` models (it reads shapes, never data).
+    What counts (the walk of :meth:`tinyprof.nn.Module.children` and ``own_parameters``): every
+    :class:`~tinyprof.nn.Parameter` held in a public attribute of the model or of a sub-module;
+    sub-modules held directly, in lists and tuples, or as values of dicts with string keys. A
+    plain numpy array is state, not a parameter; private (``_``) attributes are not walked; a
+    module hidden deeper (a list inside a dict) is refused with a TypeError, never skipped.
+    Exact Python integers, so even a 2³²×2³² shape-only Linear counts right. Works on
+    ``shape_only=True`` models (it reads shapes, never data).
     """
     if not hasattr(model, "parameters"):
         raise TypeError(f"count_parameters needs a model with .parameters(), got "

@@ -267,23 +267,13 @@ def measure_call_overhead(calls: int = 2000) -> float:
 
 
 def _context(levels: tuple[CacheLevel, ...]) -> str:
-    from .timing.context import collect_context  # the roofline reports the same context
+    from .timing.context import collect_context, cpu_name  # the same context as timings
 
     ctx = collect_context()
     threads = ", ".join(f"{k}={v}" for k, v in ctx.blas_threads if v is not None) or "unset"
     caches = ", ".join(str(c) for c in levels) or "cache sizes not reported"
-    return (f"{_cpu_name() or ctx.processor or ctx.machine}; {ctx.usable_cpus} usable CPUs; "
+    return (f"{cpu_name() or ctx.processor or ctx.machine}; {ctx.usable_cpus} usable CPUs; "
             f"BLAS {ctx.blas} (thread variables: {threads}); {caches}")
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return ""
 
 
 def measure_machine_peaks(cache_roofs: bool = True) -> MachinePeaks:

@@ -30,6 +30,7 @@ from .nn.module import Module
 from .params import parameter_bytes
 from .table import Table
 from .timing import LatencyStats, collect_context
+from .timing.context import cpu_name
 from .training import accuracy as classification_accuracy
 from .units import format_bytes, format_seconds
 
@@ -58,17 +59,11 @@ def machine_profile() -> dict[str, Any]:
     """What a stored baseline must match to be comparable: CPU, BLAS and its thread settings,
     Python and numpy versions, usable CPUs."""
     context = collect_context()
-    return {"processor": _cpu_name() or context.processor or context.machine,
+    return {"processor": cpu_name() or context.processor or context.machine,
             "system": context.system, "machine": context.machine, "python": context.python,
             "numpy": context.numpy, "blas": context.blas,
             "blas_threads": {k: v for k, v in context.blas_threads},
             "usable_cpus": context.usable_cpus, "node": platform.node()}
-
-
-def _cpu_name() -> str:
-    from .roofline import _cpu_name as read
-
-    return read()
 
 
 @dataclass(frozen=True)

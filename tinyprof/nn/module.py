@@ -108,7 +108,8 @@ class Module:
 
     Subclasses implement ``forward(x)`` and ``backward(grad)``; ``backward`` returns the gradient
     with respect to the input and adds the parameters' gradients into their ``.grad``. Parameters
-    and sub-modules are found by walking the instance's attributes (lists of modules included).
+    and sub-modules are found by walking the instance's attributes: see :meth:`children` and
+    :meth:`own_parameters` for exactly what counts.
     """
 
     name: str = ""
@@ -124,7 +125,14 @@ class Module:
 
     # -- walking the model -------------------------------------------------------------------
     def children(self) -> Iterator[tuple[str, "Module"]]:
-        """Direct sub-modules with their attribute names (list items as ``name.i``)."""
+        """Direct sub-modules with their attribute names, in attribute order.
+
+        A sub-module is found held directly (``self.fc``), in a list or tuple (``self.h[3]``,
+        named ``h.3``) or as a value of a dict (``self.heads["q"]``, named ``heads.q``; the
+        dict's keys must be strings). Attributes whose names start with ``_`` are private and
+        not walked. A module nested deeper than that (a list in a dict, a module inside a
+        plain object) is refused with a TypeError naming the attribute, never skipped.
+        """
         for key, value in vars(self).items():
             if key.startswith("_"):
                 continue
@@ -134,9 +142,28 @@ class Module:
                 for i, item in enumerate(value):
                     if isinstance(item, Module):
                         yield f"{key}.{i}", item
+                    else:
+                        self._refuse_hidden(f"{key}[{i}]", item)
+            elif isinstance(value, dict):
+                for name, item in value.items():
+                    if isinstance(item, Module) and isinstance(name, str):
+                        yield f"{key}.{name}", item
+                    elif isinstance(item, Module) or _holds_module(item):
+                        raise TypeError(
+                            f"{self.describe()}.{key}[{name!r}]: a dict of modules needs "
+                            "string keys and modules as values, so that each module has a "
+                            "name and is counted")
+
+    def _refuse_hidden(self, where: str, item: object) -> None:
+        if _holds_module(item):
+            raise TypeError(f"{self.describe()}.{where} holds modules inside a "
+                            f"{type(item).__name__}: keep sub-modules directly in an attribute, "
+                            "a list, a tuple or a dict so they are found and counted")
 
     def own_parameters(self) -> Iterator[tuple[str, Parameter]]:
-        """Parameters held directly by this module (not by its children)."""
+        """Parameters held directly by this module (not by its children): every public attribute
+        whose value is a :class:`Parameter`. A plain numpy array is not a parameter (it is
+        state, like a mask or a running statistic), and private attributes are not walked."""
         for key, value in vars(self).items():
             if isinstance(value, Parameter) and not key.startswith("_"):
                 yield key, value
@@ -250,6 +277,15 @@ class Module:
             body = repr(child).replace("\n", "\n  ")
             lines.append(f"  ({key}): {body}")
         return "\n".join(lines) + "\n)"
+
+
+def _holds_module(value: object) -> bool:
+    """Whether a container nested inside a list or dict attribute holds a Module."""
+    if isinstance(value, (list, tuple)):
+        return any(isinstance(v, Module) or _holds_module(v) for v in value)
+    if isinstance(value, dict):
+        return any(isinstance(v, Module) or _holds_module(v) for v in value.values())
+    return False
 
 
 def as_float(x: np.ndarray, dtype: np.dtype) -> np.ndarray:

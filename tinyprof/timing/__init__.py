@@ -3,16 +3,26 @@
 - :func:`measure_latency` collects samples (warm-up, loop calibration, GC off);
 - :class:`LatencyStats` computes everything from the raw samples (also via ``from_samples``);
 - :class:`TimingContext` records what else changes the numbers (threads, versions, load);
-- :func:`compare_latency` compares them (figures of them live in :mod:`tinyprof.plots`).
+- :func:`compare` (two of them, e.g. a saved baseline and a new run) and
+  :func:`compare_latency` (a table of several) compare them; their figures are in
+  :mod:`tinyprof.plots`.
 """
 
+from .compare import Comparison, compare, compare_latency
 from .context import BLAS_THREAD_VARIABLES, TimingContext, collect_context
 from .harness import calibrate_loops, callable_name, measure_latency, timer_overhead
-from .report import compare_latency
-from .stats import PERCENTILE_METHOD, UNSTABLE_THRESHOLD, LatencyStats, bootstrap_median_ci
+from .stats import (
+    PERCENTILE_METHOD,
+    UNSTABLE_THRESHOLD,
+    WARNING_KINDS,
+    LatencyStats,
+    TimingWarning,
+    bootstrap_median_ci,
+)
 
 __all__ = [
-    "BLAS_THREAD_VARIABLES", "LatencyStats", "PERCENTILE_METHOD", "TimingContext",
+    "BLAS_THREAD_VARIABLES", "Comparison", "LatencyStats", "TimingWarning", "WARNING_KINDS",
+    "compare", "PERCENTILE_METHOD", "TimingContext",
     "UNSTABLE_THRESHOLD", "bootstrap_median_ci", "calibrate_loops", "callable_name",
     "collect_context", "compare_latency", "measure_latency", "timer_overhead",
 ]

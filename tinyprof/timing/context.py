@@ -12,6 +12,7 @@ import os
 import platform
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -84,6 +85,17 @@ def _load_average() -> tuple[float, float, float] | None:
     except (AttributeError, OSError):
         return None
     return (round(one, 2), round(five, 2), round(fifteen, 2))
+
+
+def cpu_name() -> str:
+    """The processor's model name from /proc/cpuinfo (Linux), or "" where it cannot be read."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
 
 
 def collect_context() -> TimingContext:

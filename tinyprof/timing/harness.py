@@ -62,7 +62,7 @@ def timer_overhead(reads: int = 201) -> float:
     return statistics.median(deltas)
 
 
-def _make_block(fn: Callable, args: tuple, kwargs: dict) -> Block:
+def make_block(fn: Callable, args: tuple, kwargs: dict) -> Block:
     """A function that times ``loops`` calls of ``fn`` and returns the block's seconds.
 
     The loop is specialised on whether there are arguments, so that ``fn()`` is not slowed
@@ -151,7 +151,7 @@ def measure_latency(fn: Callable, *args: Any, warmup: int = 10, iterations: int 
     name = callable_name(fn)
     context = collect_context()
     tracing = tracemalloc.is_tracing()
-    block = _make_block(fn, args, kwargs)
+    block = make_block(fn, args, kwargs)
     _run_phase("warm-up", name, lambda: block(warmup))
     overhead = timer_overhead()
     gc_was_enabled = gc.isenabled()

@@ -9,11 +9,14 @@ numbers :func:`tinyprof.measure_latency` reports.
 from __future__ import annotations
 
 import html
+import json
 import numbers
+import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass
 from functools import cached_property
-from typing import Sequence
+from pathlib import Path
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -65,18 +68,48 @@ def bootstrap_median_ci(samples: np.ndarray, confidence: float = CONFIDENCE,
     return float(low), float(high)
 
 
+def _tuples(value: Any) -> Any:
+    """JSON lists back to the tuples a TimingContext holds."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
+
+
 def _cv(x: np.ndarray) -> float:
     """Coefficient of variation: sample std (n − 1) / mean; 0 for one sample or a zero mean."""
     mean = float(np.mean(x))
     return float(np.std(x, ddof=1)) / mean if x.size > 1 and mean > 0 else 0.0
 
 
+@dataclass(frozen=True)
+class TimingWarning:
+    """A reason not to trust a measurement: its ``kind`` (one of :data:`WARNING_KINDS`) and a
+    ``message`` that says what was seen and what to do. ``str()`` gives "kind: message"."""
+
+    kind: str
+    message: str
+
+    def __post_init__(self) -> None:
+        if self.kind not in WARNING_KINDS:
+            raise ValueError(f"TimingWarning: kind must be one of {WARNING_KINDS}, "
+                             f"got {self.kind!r}")
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.message}"
+
+
+#: The kinds of :class:`TimingWarning`, in the order a LatencyStats reports them.
+WARNING_KINDS = ("unstable", "outliers", "near resolution", "busy machine", "tracing active")
+#: The ``format`` field of a saved LatencyStats.
+FORMAT = "tinyprof-latency/1"
+
+
 @dataclass(frozen=True, repr=False)
 class LatencyStats:
     """Timing statistics of one function, all times in seconds per call.
 
-    Built from ``samples`` (one per timed block; each block ran ``loops`` calls, and its time
-    was divided by ``loops``). Derived fields, computed once:
+    A value object in the style of pyperf and ``torch.utils.benchmark``: it holds the raw
+    ``samples`` (one per timed block; each block ran ``loops`` calls, and its time was divided
+    by ``loops``) and the settings they were taken with; every statistic is computed from them
+    when first asked for, then cached:
 
     - ``median`` (= ``p50``), ``mean``, ``std`` (sample standard deviation, n − 1 in the
       denominator), ``min``, ``max``;
@@ -86,11 +119,15 @@ class LatencyStats:
       seed 0: the same samples always give the same interval);
     - ``cv`` = std / mean (coefficient of variation), ``cv_inliers`` the same without outliers;
     - ``outliers``: how many samples lie outside Tukey's fences Q1 − 1.5·IQR, Q3 + 1.5·IQR;
-    - ``warnings``: human-readable reasons not to trust the numbers, each starting with its
-      kind: "unstable" (IQR/median or ``cv_inliers`` above 10%: the typical call varies),
-      "outliers" (only the outliers push the CV above 10%: the mean lies, the median holds),
-      "near the timer's resolution", "busy machine" (1-minute load average ≥ the usable CPUs
-      in ``context``) and "tracemalloc". Every CV above 10% gives one of the first two.
+    - ``warnings``: :class:`TimingWarning` s, each with a kind: "unstable" (IQR/median or
+      ``cv_inliers`` above 10%: the typical call varies), "outliers" (only the outliers push
+      the CV above 10%: the mean lies, the median holds), "near resolution" (a timed block
+      under 100 timer ticks), "busy machine" (1-minute load average ≥ the usable CPUs in
+      ``context``) and "tracing active" (tracemalloc was on). Every CV above 10% gives one of
+      the first two.
+
+    :meth:`save` and :meth:`load` keep it as JSON (samples, settings and context), so a
+    baseline can be stored and compared later (:func:`tinyprof.timing.compare`).
 
     With ``loops`` > 1 every sample is an average of ``loops`` calls, so the tails (p99, max)
     describe block averages, not single calls.
@@ -105,23 +142,6 @@ class LatencyStats:
     tracemalloc_active: bool = False
     context: TimingContext | None = None
 
-    median: float = field(init=False)
-    mean: float = field(init=False)
-    std: float = field(init=False)
-    min: float = field(init=False)
-    max: float = field(init=False)
-    p50: float = field(init=False)
-    p90: float = field(init=False)
-    p95: float = field(init=False)
-    p99: float = field(init=False)
-    q1: float = field(init=False)
-    q3: float = field(init=False)
-    iqr: float = field(init=False)
-    cv: float = field(init=False)
-    cv_inliers: float = field(init=False)
-    outliers: int = field(init=False)
-    warnings: tuple[str, ...] = field(init=False)
-
     @classmethod
     def from_samples(cls, samples: Sequence[float], *, loops: int = 1, name: str = "",
                      warmup: int = 0, timer_resolution: float = PERF_COUNTER_RESOLUTION,
@@ -134,84 +154,135 @@ class LatencyStats:
                    context=context)
 
     def __post_init__(self) -> None:
-        x = self._checked_samples()
-        q1, median, q3, p90, p95, p99 = (float(v) for v in np.percentile(
-            x, [25, 50, 75, 90, 95, 99], method=PERCENTILE_METHOD))
-        mean = float(np.mean(x))
-        std = float(np.std(x, ddof=1)) if x.size > 1 else 0.0
-        iqr = q3 - q1
-        low_fence, high_fence = q1 - OUTLIER_IQR_FACTOR * iqr, q3 + OUTLIER_IQR_FACTOR * iqr
-        inliers = x[(x >= low_fence) & (x <= high_fence)]
-        derived = dict(
-            median=median, mean=mean, std=std, min=float(x.min()), max=float(x.max()),
-            p50=median, p90=p90, p95=p95, p99=p99, q1=q1, q3=q3, iqr=iqr,
-            cv=_cv(x), cv_inliers=_cv(inliers),
-            outliers=x.size - inliers.size,
-        )
-        for key, value in derived.items():
-            object.__setattr__(self, key, value)
-        object.__setattr__(self, "warnings", self._find_warnings())
-
-    def _checked_samples(self) -> np.ndarray:
-        object.__setattr__(self, "samples", tuple(float(s) for s in self.samples))
-        x = np.asarray(self.samples, dtype=float)
+        x = np.asarray(self.samples, dtype=float).ravel()
         if x.size == 0:
             raise ValueError("LatencyStats needs at least one sample, got none")
         if not np.all(np.isfinite(x)) or np.any(x < 0):
-            bad = next(s for s in self.samples if not np.isfinite(s) or s < 0)
+            bad = x[~np.isfinite(x) | (x < 0)][0]
             raise ValueError(f"LatencyStats: samples are times in seconds and must be finite "
-                             f"and ≥ 0, got {bad!r}")
+                             f"and ≥ 0, got {float(bad)!r}")
         if (isinstance(self.loops, bool) or not isinstance(self.loops, numbers.Integral)
                 or self.loops < 1):
             raise ValueError(f"LatencyStats: loops must be an integer ≥ 1, got {self.loops!r}")
         object.__setattr__(self, "loops", int(self.loops))
-        return x
+        object.__setattr__(self, "samples", tuple(x.tolist()))
 
-    def _find_warnings(self) -> tuple[str, ...]:
-        found = []
+    # -- statistics, each computed on first use --------------------------------------------------
+    @cached_property
+    def _x(self) -> np.ndarray:
+        return np.asarray(self.samples, dtype=float)
+
+    @cached_property
+    def _quantiles(self) -> dict[str, float]:
+        values = np.percentile(self._x, [25, 50, 75, 90, 95, 99], method=PERCENTILE_METHOD)
+        return dict(zip(("q1", "median", "q3", "p90", "p95", "p99"), map(float, values)))
+
+    median = property(lambda self: self._quantiles["median"], doc="50th percentile (s).")
+    p50 = property(lambda self: self._quantiles["median"], doc="The median (s).")
+    q1 = property(lambda self: self._quantiles["q1"], doc="25th percentile (s).")
+    q3 = property(lambda self: self._quantiles["q3"], doc="75th percentile (s).")
+    p90 = property(lambda self: self._quantiles["p90"], doc="90th percentile (s).")
+    p95 = property(lambda self: self._quantiles["p95"], doc="95th percentile (s).")
+    p99 = property(lambda self: self._quantiles["p99"], doc="99th percentile (s).")
+
+    @property
+    def iqr(self) -> float:
+        """Interquartile range q3 − q1 (s)."""
+        return self.q3 - self.q1
+
+    @cached_property
+    def mean(self) -> float:
+        """Arithmetic mean (s)."""
+        return float(np.mean(self._x))
+
+    @cached_property
+    def std(self) -> float:
+        """Sample standard deviation, n − 1 in the denominator (0 for one sample)."""
+        return float(np.std(self._x, ddof=1)) if self._x.size > 1 else 0.0
+
+    @cached_property
+    def min(self) -> float:
+        """Fastest sample (s)."""
+        return float(self._x.min())
+
+    @cached_property
+    def max(self) -> float:
+        """Slowest sample (s)."""
+        return float(self._x.max())
+
+    @cached_property
+    def _inliers(self) -> np.ndarray:
+        low = self.q1 - OUTLIER_IQR_FACTOR * self.iqr
+        high = self.q3 + OUTLIER_IQR_FACTOR * self.iqr
+        return self._x[(self._x >= low) & (self._x <= high)]
+
+    @cached_property
+    def cv(self) -> float:
+        """Coefficient of variation std / mean."""
+        return _cv(self._x)
+
+    @cached_property
+    def cv_inliers(self) -> float:
+        """Coefficient of variation of the samples inside Tukey's fences."""
+        return _cv(self._inliers)
+
+    @cached_property
+    def outliers(self) -> int:
+        """Samples outside Tukey's fences Q1 − 1.5·IQR, Q3 + 1.5·IQR."""
+        return self._x.size - self._inliers.size
+
+    @cached_property
+    def warnings(self) -> tuple[TimingWarning, ...]:
+        """Reasons not to trust the numbers (see the class docstring), in WARNING_KINDS order."""
+        found = [self._spread_warning(), self._resolution_warning(), self._busy_machine()]
+        if self.tracemalloc_active:
+            found.append(TimingWarning(
+                "tracing active", "tracemalloc was tracing while timing: every allocation is "
+                "recorded, which can make allocation-heavy code 10–20× slower. Stop tracing "
+                "before timing."))
+        return tuple(w for w in found if w is not None)
+
+    def _spread_warning(self) -> TimingWarning | None:
         spread = self.iqr / self.median if self.median > 0 else 0.0
         if self.cv_inliers > UNSTABLE_THRESHOLD or spread > UNSTABLE_THRESHOLD:
-            found.append(
-                f"unstable: IQR/median {spread:.1%}, CV {self.cv:.1%} ({self.cv_inliers:.1%} "
+            return TimingWarning("unstable", (
+                f"IQR/median {spread:.1%}, CV {self.cv:.1%} ({self.cv_inliers:.1%} "
                 f"without the {self.outliers} outliers); limit {UNSTABLE_THRESHOLD:.0%}. The "
                 "typical call itself varies: another program may be competing for the CPU, or "
-                "the machine is changing speed. Re-run on a quiet machine or use more samples.")
-        elif self.cv > UNSTABLE_THRESHOLD:
-            found.append(
-                f"outliers: {self.outliers} of {self.n} samples are beyond Tukey's fences (the "
+                "the machine is changing speed. Re-run on a quiet machine or use more samples."))
+        if self.cv > UNSTABLE_THRESHOLD:
+            return TimingWarning("outliers", (
+                f"{self.outliers} of {self.n} samples are beyond Tukey's fences (the "
                 f"slowest, {format_seconds(self.max)}, is {self.max / self.median:.1f}× the "
                 f"median) and pull the mean to {format_seconds(self.mean)} and the CV to "
                 f"{self.cv:.1%} (limit {UNSTABLE_THRESHOLD:.0%}). The median and IQR are not "
                 "affected: compare medians. Usual cause: the process was paused (descheduled, "
-                "a page fault).")
+                "a page fault)."))
+        return None
+
+    def _resolution_warning(self) -> TimingWarning | None:
         tick = max(self.timer_resolution, self.timer_overhead)
         shortest_block = self.min * self.loops
         if tick > 0 and shortest_block < RESOLUTION_FACTOR * tick:
-            found.append(
-                f"near the timer's resolution: the shortest timed block "
-                f"({format_seconds(shortest_block)}) is under {RESOLUTION_FACTOR}× the timer's "
-                f"tick ({format_seconds(tick)}), so the timer itself is > 1% of it. Let "
-                "measure_latency choose loops (loops=None) so each block runs longer.")
-        busy = self._busy_machine()
-        if busy:
-            found.append(busy)
-        if self.tracemalloc_active:
-            found.append(
-                "tracemalloc was tracing while timing: every allocation is recorded, which can "
-                "make allocation-heavy code 10–20× slower. Stop tracing before timing.")
-        return tuple(found)
+            return TimingWarning("near resolution", (
+                f"the shortest timed block ({format_seconds(shortest_block)}) is under "
+                f"{RESOLUTION_FACTOR}× the timer's tick ({format_seconds(tick)}), so the timer "
+                "itself is > 1% of it. Let measure_latency choose loops (loops=None) so each "
+                "block runs longer."))
+        return None
 
-    def _busy_machine(self) -> str:
+    def _busy_machine(self) -> TimingWarning | None:
         ctx = self.context
         if ctx is None or ctx.load_average is None or not ctx.usable_cpus:
-            return ""
+            return None
         load = ctx.load_average[0]
         if load < ctx.usable_cpus:
-            return ""
-        return (f"busy machine: 1-minute load average {load:.2f} on {ctx.usable_cpus} usable "
-                "CPUs. Other programs compete for the cores; a multi-threaded BLAS call can "
-                "then stall for a whole scheduler time slice (milliseconds). Re-run when the "
-                "machine is quiet, or set OMP_NUM_THREADS=1 before numpy is imported.")
+            return None
+        return TimingWarning("busy machine", (
+            f"1-minute load average {load:.2f} on {ctx.usable_cpus} usable CPUs. Other "
+            "programs compete for the cores; a multi-threaded BLAS call can then stall for a "
+            "whole scheduler time slice (milliseconds). Re-run when the machine is quiet, or "
+            "set OMP_NUM_THREADS=1 before numpy is imported."))
 
     @cached_property
     def ci(self) -> tuple[float, float]:
@@ -233,7 +304,46 @@ class LatencyStats:
     @property
     def unstable(self) -> bool:
         """True when the bulk of the samples varies by more than 10% (see ``warnings``)."""
-        return any(w.startswith("unstable") for w in self.warnings)
+        return any(w.kind == "unstable" for w in self.warnings)
+
+    # -- saving and loading ----------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """The samples, settings and context as plain JSON-ready data (no derived statistic)."""
+        return {"format": FORMAT, "name": self.name, "samples": list(self.samples),
+                "loops": self.loops, "warmup": self.warmup,
+                "timer_resolution": self.timer_resolution, "timer_overhead": self.timer_overhead,
+                "tracemalloc_active": self.tracemalloc_active,
+                "context": None if self.context is None else asdict(self.context)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "LatencyStats":
+        """The LatencyStats that :meth:`to_dict` described."""
+        if not isinstance(data, Mapping) or data.get("format") != FORMAT:
+            found = data.get("format") if isinstance(data, Mapping) else type(data).__name__
+            raise ValueError(f"not a saved LatencyStats: expected format {FORMAT!r}, "
+                             f"found {found!r}")
+        context = data.get("context")
+        if context is not None:
+            context = TimingContext(**{key: _tuples(value) for key, value in context.items()})
+        return cls(tuple(data["samples"]), loops=data["loops"], name=data["name"],
+                   warmup=data["warmup"], timer_resolution=data["timer_resolution"],
+                   timer_overhead=data["timer_overhead"],
+                   tracemalloc_active=data["tracemalloc_active"], context=context)
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write :meth:`to_dict` as JSON to ``path``; returns the path."""
+        path = Path(path)
+        path.write_text(json.dumps(self.to_dict(), indent=1), encoding="utf-8")
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "LatencyStats":
+        """Read a LatencyStats written by :meth:`save`; the file is named in any error."""
+        path = Path(path)
+        try:
+            return cls.from_dict(json.loads(path.read_text(encoding="utf-8")))
+        except (ValueError, KeyError, TypeError) as error:
+            raise ValueError(f"{path}: {error}") from error
 
     def summary(self) -> dict[str, float | int | tuple[float, float]]:
         """The headline numbers as a plain dictionary (seconds)."""
@@ -282,7 +392,7 @@ class LatencyStats:
         return Table(columns, [row], formats=formats)
 
     def _repr_html_(self) -> str:
-        notes = "".join(f"<li>{html.escape(w)}</li>" for w in self.warnings)
+        notes = "".join(f"<li>{html.escape(str(w))}</li>" for w in self.warnings)
         notes = f'<ul style="color:#b35900">{notes}</ul>' if notes else ""
         return (f"<div><b>{html.escape(self._title())}</b>"
                 f"{self.table()._repr_html_()}{notes}</div>")
