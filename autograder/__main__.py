@@ -1,4 +1,4 @@
-"""Command line: ``python -m autograder release | grade | demo``."""
+"""Command line: ``python -m autograder release | publish | grade | demo``."""
 
 from __future__ import annotations
 
@@ -30,6 +30,9 @@ def parser() -> argparse.ArgumentParser:
     commands = main.add_subparsers(dest="command", required=True)
     rel = commands.add_parser("release", help="regenerate notebooks/ from solutions/")
     rel.add_argument("assignments", nargs="*", help="assignment ids (default: all)")
+    pub = commands.add_parser("publish", help="write the student repository (for Binder and "
+                                             "Colab) into a folder, refusing any leak")
+    pub.add_argument("out", type=Path, help="an empty folder, or one an earlier publish wrote")
     grd = commands.add_parser("grade", help="autograde a cohort's submissions")
     grd.add_argument("submissions", type=Path,
                      help="a folder (student/assignment/notebook.ipynb, or LMS downloads) or an "
@@ -52,6 +55,17 @@ def main(argv: list[str] | None = None) -> int:
         for path in release(args.assignments or None):
             shown = path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
             print(f"released {shown}")
+        return 0
+
+    if args.command == "publish":
+        from .publish import PublishLeakError, publish
+
+        try:
+            written = publish(args.out)
+        except (PublishLeakError, FileExistsError, ValueError) as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        print(f"published {len(written)} files into {args.out}")
         return 0
 
     from .grade import GradingInterrupted, grade

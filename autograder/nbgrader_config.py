@@ -16,7 +16,10 @@ c.CourseDirectory.course_id = "tinyprof"
 c.CourseDirectory.root = REPO_ROOT
 c.CourseDirectory.source_directory = "solutions"
 c.CourseDirectory.release_directory = "notebooks"
-c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "*.db"]
+# Files a chapter writes next to itself when it runs (traces, baselines, reports) stay out of
+# the release: students get only the notebook.
+c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "*.db",
+                            "*.json", "*.md"]
 
 # Warnings printed to stderr by libraries (numpy, matplotlib, ...) must not zero a passing test
 # cell: nbgrader scores any stderr output as a failure unless it is removed first.

@@ -1,8 +1,10 @@
 """``python -m autograder release``: regenerate notebooks/ from solutions/ with nbgrader.
 
-The result is byte-for-byte reproducible. A throwaway gradebook is used, so nothing is written
-outside notebooks/. Afterwards every student notebook is checked for solution code and hidden
-tests; the release is refused, naming the cell, if any leaked through.
+First every course link in the sources is pointed at the course's home, the repository set in
+``_config.yml`` (:mod:`autograder.home`). The result is byte-for-byte reproducible. A
+throwaway gradebook is used, so nothing else is written outside notebooks/. Afterwards every
+student notebook is checked for solution code and hidden tests; the release is refused, naming
+the cell, if any leaked through.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 
 from . import course
 from .cells import grade_id, marked_lines
+from .home import apply_home
 
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS",
            "BEGIN MARK SCHEME", "END MARK SCHEME")
@@ -26,6 +29,7 @@ def release(assignment_ids: list[str] | None = None, release_dir: Path | None = 
     """Generate the student notebooks of ``assignment_ids`` (default: all) into ``release_dir``
     (default: notebooks/) and return their paths."""
     ids = assignment_ids or course.assignments()
+    apply_home(course.REPO_ROOT)
     target = Path(release_dir) if release_dir else course.NOTEBOOKS
     with tempfile.TemporaryDirectory(prefix="tinyprof-release-") as scratch:
         config = course.load_config(

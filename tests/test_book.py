@@ -15,6 +15,7 @@ import pytest
 import yaml
 from chapters import REPO, SOLUTIONS, solution_notebooks
 
+from autograder.home import read_home
 from autograder.release import solution_lines
 
 JUPYTER_BOOK = str(Path(sys.executable).with_name("jupyter-book"))
@@ -50,10 +51,8 @@ def test_every_chapter_is_in_the_toc():
 @pytest.mark.parametrize("page", _chapters_in_toc())
 def test_chapter_page_has_launch_buttons_figures_and_no_traceback(site, page):
     html = (site / f"{page}.html").read_text(encoding="utf-8")
-    config = yaml.safe_load((REPO / "_config.yml").read_text())
-    repo = config["repository"]["url"].removeprefix("https://github.com/")
-    binder = f"https://mybinder.org/v2/gh/{repo}/main?urlpath=lab/tree/{page}.ipynb"
-    colab = f"https://colab.research.google.com/github/{repo}/blob/main/{page}.ipynb"
+    home = read_home(REPO)
+    binder, colab = home.binder(f"{page}.ipynb"), home.colab(f"{page}.ipynb")
     assert binder in html, "Binder (JupyterLab) launch link missing"
     assert colab in html, "Colab launch link missing"
     assert "Traceback" not in html and "NotImplementedError</span>:" not in html

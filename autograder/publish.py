@@ -1,0 +1,206 @@
+"""``python -m autograder publish OUT``: the student-facing repository an instructor pushes.
+
+OUT receives what students need to run the chapters on Binder, Colab or their own machine, and
+nothing else:
+
+* ``notebooks/`` (released from solutions/ first, so they are current), ``tinyprof/`` and
+  ``pyproject.toml``;
+* the book's sources and configuration (``book/`` without the instructors' page,
+  ``_config.yml``, ``_toc.yml``), and ``book/requirements.txt`` for whoever builds the site;
+* a lean environment for Binder: ``requirements.txt`` (the chapters' packages, not
+  jupyter-book, nbgrader, pytest or ruff) and ``runtime.txt`` (the Python version);
+* a README for students.
+
+Never ``solutions/``, ``autograder/``, ``tests/``, ``benchmarks/``, gradebooks or submissions.
+Before it finishes, every file in OUT is searched for the text of every solution line and
+hidden-test line (as a substring of the whole file, so a one-line ``searchindex.js`` is
+searched too) and for the nbgrader markers; publishing is refused, naming the file, on a match.
+A ``.git`` folder already in OUT is kept, so publishing again updates a checkout to commit.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+from . import course
+from .cells import marked_lines
+from .home import read_home
+from .release import MARKERS, release
+
+#: Packages a student needs to run every chapter (Binder installs these; versions as the
+#: course's own requirements.txt).
+STUDENT_PACKAGES = ("numpy>=1.23", "matplotlib>=3.5", "ipywidgets>=7.7", "scikit-learn>=1.3",
+                    "ipykernel>=6", "jupyterlab>=4,<5")
+#: Packages only instructors and developers need: never in the published environment.
+INSTRUCTOR_PACKAGES = ("jupyter-book", "nbgrader", "nbval", "pytest", "ruff", "nbclient")
+INSTRUCTOR_PAGE = "book/instructors"
+#: Lines shorter than this are too common to mean a leak (as in the release check).
+SHORTEST_SECRET = 25
+STAMP = ".tinyprof-published"
+
+
+class PublishLeakError(RuntimeError):
+    """A file that would be published holds solution or hidden-test text."""
+
+
+def publish(out: Path, root: Path = course.REPO_ROOT, *, release_first: bool = True
+            ) -> list[Path]:
+    """Write the student repository of the course at ``root`` into ``out``; returns the files
+    written. ``release_first`` regenerates notebooks/ from solutions/ before copying them."""
+    out = Path(out).resolve()
+    if out == root.resolve() or root.resolve() in out.parents:
+        raise ValueError(f"publish into a folder outside the course, not {out}")
+    _prepare(out)
+    if release_first:
+        release()
+    written = []
+    for source in _student_files(root):
+        target = out / source.relative_to(root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target)
+        written.append(target)
+    written += _write_generated(out, root)
+    (out / STAMP).write_text("written by python -m autograder publish\n", encoding="utf-8")
+    check_no_leaks(out, root)
+    return sorted(written)
+
+
+def _prepare(out: Path) -> None:
+    """An empty OUT, or one written by an earlier publish (kept: .git; cleared: the rest)."""
+    if out.exists():
+        existing = [p for p in out.iterdir() if p.name != ".git"]
+        if existing and not (out / STAMP).exists():
+            raise FileExistsError(f"{out} is not empty and was not written by publish: choose "
+                                  "an empty folder (or a checkout of the student repository)")
+        for path in existing:
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def _student_files(root: Path) -> list[Path]:
+    files = sorted(root.glob("notebooks/*/*.ipynb"))
+    files += sorted(p for p in (root / "tinyprof").rglob("*.py") if "__pycache__" not in p.parts)
+    files += [p for p in sorted((root / "book").glob("*.md"))
+              if p.with_suffix("").relative_to(root).as_posix() != INSTRUCTOR_PAGE]
+    return files + [root / "pyproject.toml", root / "runtime.txt", root / "_config.yml"]
+
+
+def _write_generated(out: Path, root: Path) -> list[Path]:
+    """The student README, the lean requirements, the table of contents without the
+    instructors' page, and book pages without links to it."""
+    files = {
+        "requirements.txt": "# What a student needs to run the chapters (Binder installs this).\n"
+                            + "\n".join((".",) + STUDENT_PACKAGES) + "\n",
+        "book/requirements.txt": "# To build the course site from this repository.\n"
+                                 "-r ../requirements.txt\njupyter-book>=1.0.4,<2\n",
+        "_toc.yml": _student_toc(root),
+        "README.md": _student_readme(root),
+        ".gitignore": ".venv/\n__pycache__/\n*.egg-info/\n.ipynb_checkpoints/\n_build/\n",
+    }
+    for page in (out / "book").glob("*.md"):
+        text = page.read_text(encoding="utf-8")
+        kept = "\n".join(line for line in text.splitlines() if "{doc}`instructors`" not in line)
+        page.write_text(kept + "\n", encoding="utf-8")
+    written = []
+    for name, text in files.items():
+        path = out / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def _student_toc(root: Path) -> str:
+    lines = (root / "_toc.yml").read_text(encoding="utf-8").splitlines()
+    return "\n".join(line for line in lines if INSTRUCTOR_PAGE not in line) + "\n"
+
+
+def _student_readme(root: Path) -> str:
+    home = read_home(root)
+    chapters = sorted(root.glob("notebooks/*/*.ipynb"))
+    rows = "\n".join(
+        f"| {_title(p)} | [Binder]({home.binder(_rel(p, root))}) | "
+        f"[Colab]({home.colab(_rel(p, root))}) |" for p in chapters)
+    return f"""# tinyprof: profiling ML systems, measured
+
+The chapters of the tinyprof course. Each one is a Jupyter notebook: read, run the cells, and fill
+in every cell that says `YOUR CODE HERE`; the test cell after it tells you whether you are done.
+
+| chapter | run on Binder | run on Colab |
+|---|---|---|
+{rows}
+
+Binder gives you 1 GB of memory guaranteed (2 GB at most) and forgets your work when the session
+ends: download your notebook (*File → Download*) before you close the tab. Colab opens only the
+notebook; its first cell installs tinyprof.
+
+On your own machine (Python 3.10 or newer):
+
+```bash
+git clone {home.url}.git
+cd {home.name}
+python3 -m venv .venv && .venv/bin/pip install -r requirements.txt
+.venv/bin/jupyter lab notebooks/
+```
+"""
+
+
+def _rel(path: Path, root: Path) -> str:
+    return path.relative_to(root).as_posix()
+
+
+def _title(notebook: Path) -> str:
+    first = json.loads(notebook.read_text(encoding="utf-8"))["cells"][0]
+    heading = "".join(first["source"]).splitlines()[0]
+    return heading.lstrip("# ").strip()
+
+
+def secret_lines(root: Path = course.REPO_ROOT) -> tuple[set[str], set[str]]:
+    """(lines to look for, lines left out): every solution and hidden-test line of at least
+    25 characters, minus those that are public anyway because the student notebooks or the
+    library's own source contain them (generic lines such as ``x = np.asarray(...)``)."""
+    lines = set().union(*(marked_lines(p, "SOLUTION|HIDDEN TESTS", SHORTEST_SECRET)
+                          for p in sorted(root.glob("solutions/*/*.ipynb"))))
+    public = "\n".join(p.read_text(encoding="utf-8") for p in (root / "tinyprof").rglob("*.py"))
+    public += "\n".join(_notebook_text(p) for p in root.glob("notebooks/*/*.ipynb"))
+    generic = {line for line in lines if line in public}
+    return lines - generic, generic
+
+
+def _notebook_text(path: Path) -> str:
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    return "\n".join("".join(cell["source"]) for cell in cells)
+
+
+def _searchable(path: Path) -> str:
+    """A file's text as a reader or a script would see it: raw, with string escapes undone (a
+    quote inside a JSON or JavaScript string is escaped in the raw file), with HTML tags
+    removed, and a notebook's cell sources decoded."""
+    raw = path.read_text(encoding="utf-8", errors="replace")
+    unescaped = raw.replace('\\"', '"').replace("\\'", "'").replace("\\n", "\n")
+    text = "\n".join((raw, unescaped, re.sub(r"<[^>]+>", "", raw)))
+    if path.suffix == ".ipynb":
+        try:
+            text += "\n" + _notebook_text(path)
+        except (ValueError, KeyError, TypeError):
+            pass  # not a notebook after all: its raw text is searched
+    return text
+
+
+def check_no_leaks(out: Path, root: Path = course.REPO_ROOT) -> None:
+    """Raise PublishLeakError naming the file and the line if anything in ``out`` holds a
+    solution line, a hidden-test line or an nbgrader marker."""
+    secrets, _ = secret_lines(root)
+    for path in sorted(p for p in out.rglob("*") if p.is_file() and ".git" not in p.parts):
+        text = _searchable(path)
+        found = [m for m in MARKERS if m in text] or [s for s in secrets if s in text]
+        if found:
+            raise PublishLeakError(f"{path}: would publish {found[0]!r} (solution or hidden-test "
+                                   "text); nothing was pushed. Remove it and publish again")
+
+
+__all__ = ["INSTRUCTOR_PACKAGES", "PublishLeakError", "STUDENT_PACKAGES", "check_no_leaks",
+           "publish", "secret_lines"]
