@@ -83,8 +83,10 @@ def _prepare(out: Path) -> None:
 def _student_files(root: Path) -> list[Path]:
     files = sorted(root.glob("notebooks/*/*.ipynb"))
     files += sorted(p for p in (root / "tinyprof").rglob("*.py") if "__pycache__" not in p.parts)
-    files += [p for p in sorted((root / "book").glob("*.md"))
+    files += [p for p in sorted((root / "book").rglob("*.md"))
               if p.with_suffix("").relative_to(root).as_posix() != INSTRUCTOR_PAGE]
+    files += sorted((root / "book" / "_ext").glob("*.py"))
+    files += sorted((root / "book" / "_static").glob("*"))
     return files + [root / "pyproject.toml", root / "runtime.txt", root / "_config.yml"]
 
 
@@ -100,7 +102,7 @@ def _write_generated(out: Path, root: Path) -> list[Path]:
         "README.md": _student_readme(root),
         ".gitignore": ".venv/\n__pycache__/\n*.egg-info/\n.ipynb_checkpoints/\n_build/\n",
     }
-    for page in (out / "book").glob("*.md"):
+    for page in (out / "book").rglob("*.md"):
         text = page.read_text(encoding="utf-8")
         kept = "\n".join(line for line in text.splitlines() if "{doc}`instructors`" not in line)
         page.write_text(kept + "\n", encoding="utf-8")

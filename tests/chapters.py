@@ -19,3 +19,17 @@ def student_notebook(solution: Path) -> Path:
 
 def chapter_id(path: Path) -> str:
     return path.parent.name
+
+
+def build_book(source: Path, output: Path):
+    """A real ``jupyter-book build`` of ``source`` into ``output/_build/html`` (every chapter
+    executed); returns the finished process."""
+    import os
+    import subprocess
+    import sys
+
+    bindir = Path(sys.executable).parent
+    env = dict(os.environ, PATH=f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    return subprocess.run([str(bindir / "jupyter-book"), "build", str(source), "--builder",
+                           "html", "--path-output", str(output)],
+                          capture_output=True, text=True, env=env, timeout=1200)

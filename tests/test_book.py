@@ -4,37 +4,18 @@ from __future__ import annotations
 
 import html
 import json
-import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from chapters import REPO, SOLUTIONS, solution_notebooks
+from chapters import REPO, SOLUTIONS, build_book, solution_notebooks
 
 from autograder.home import read_home
 from autograder.release import solution_lines
 
-JUPYTER_BOOK = str(Path(sys.executable).with_name("jupyter-book"))
 TEXT_SUFFIXES = {".html", ".txt", ".ipynb", ".md", ".js", ".json", ".py"}
-
-
-def _build(source: Path, output: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    return subprocess.run([JUPYTER_BOOK, "build", str(source), "--builder", "html",
-                           "--path-output", str(output)],
-                          capture_output=True, text=True, env=env, timeout=1200)
-
-
-@pytest.fixture(scope="module")
-def site(tmp_path_factory) -> Path:
-    output = tmp_path_factory.mktemp("book")
-    result = _build(REPO, output)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return output / "_build" / "html"
 
 
 def _chapters_in_toc() -> list[str]:
@@ -97,7 +78,7 @@ def test_the_build_fails_when_a_notebook_fails(tmp_path):
                 "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
                                             "language": "python"}}}
     (book / "bad.ipynb").write_text(json.dumps(notebook))
-    result = _build(book, tmp_path / "out")
+    result = build_book(book, tmp_path / "out")
     assert result.returncode != 0, "a failing notebook must fail the build"
     assert "ZeroDivisionError" in result.stdout + result.stderr
 
@@ -108,3 +89,22 @@ def test_solutions_folder_is_not_in_the_book_sources():
     assert config["only_build_toc_files"] is True
     assert config["execute"]["raise_on_error"] is True
     assert "launch_buttons" in config and "html" in config  # top level, not under html
+
+
+def test_the_api_reference_has_a_page_per_public_module(site):
+    import pkgutil
+
+    import tinyprof
+
+    modules: dict[str, list[str]] = {}
+    for info in pkgutil.walk_packages(tinyprof.__path__, "tinyprof."):
+        modules.setdefault(info.name.split(".")[1], []).append(info.name)
+    for top, names in modules.items():
+        page = site / "book" / "api" / f"tinyprof.{top}.html"
+        assert page.exists(), f"no API page for tinyprof.{top}"
+        text = page.read_text(encoding="utf-8")
+        for name in names:
+            assert f'id="module-{name}"' in text, f"{page.name} does not document {name}"
+    flops = (site / "book" / "api" / "tinyprof.flops.html").read_text(encoding="utf-8")
+    assert 'id="tinyprof.flops.counter.count_flops"' in flops
+    assert "2 per multiply-accumulate" in flops          # the docstrings' formulas are there

@@ -55,7 +55,7 @@ def _average_ranks(values: np.ndarray) -> np.ndarray:
 
 def mann_whitney_u(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
     """(U, p): U = #{(x, y): x in a, y in b, x > y} + ½·#{x = y}, and the two-sided p-value
-    p = erfc(z / √2) with z = (|U − n₁n₂/2| − ½) / σ and
+    p = erfc(z / √2) with z = (abs(U − n₁n₂/2) − ½) / σ and
     σ² = n₁n₂/12 · ((n + 1) − Σ(t³ − t) / (n(n − 1))) over the groups of t tied values."""
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if x.size == 0 or y.size == 0:

@@ -227,7 +227,7 @@ class LayerProfiler:
         return chosen / everything
 
     def amdahl(self, select: str | Callable[[LayerCall], bool], factor: float) -> float:
-        """Speedup of the whole recorded work if the selected calls ran ``factor``× faster:
+        """Speedup of the whole recorded work if the selected calls ran ``factor`` times faster:
         1 / ((1 − p) + p / factor) with p = :meth:`share` of the selection (measured time)."""
         return amdahl_speedup(self.share(select), factor)
 

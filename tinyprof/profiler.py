@@ -78,11 +78,11 @@ class Profiler:
     def measure_memory(self, model: Module, input_shape: Sequence[int]) -> dict[str, float]:
         """Measured on a real forward + loss + backward of a seeded input of ``input_shape``.
 
-        parameter_memory_mb:  Σ nbytes of the parameters;
-        activation_memory_mb: traced bytes kept for backward after forward and loss;
-        peak_memory_mb:       parameters + traced peak of the forward and loss;
-        memory_efficiency:    (parameters + activations) / peak: the share of the peak that is
-                              not short-lived temporaries.
+        - parameter_memory_mb: Σ nbytes of the parameters;
+        - activation_memory_mb: traced bytes kept for backward after forward and loss;
+        - peak_memory_mb: parameters + traced peak of the forward and loss;
+        - memory_efficiency: (parameters + activations) / peak, the share of the peak that is
+          not short-lived temporaries.
         """
         return self._memory(model, random_input(model, input_shape))[0]
 

@@ -134,7 +134,7 @@ def batch_scaling(model_or_fn: Callable, batch_sizes: Sequence[int] = (1, 2, 4, 
                   seed: int = 0) -> BatchScaling:
     """Latency statistics, throughput and peak memory of ``model_or_fn(batch)`` per batch size.
 
-    The input for batch size b has shape (b, *sample_shape) and comes from
+    The input for batch size b has shape ``(b, *sample_shape)`` and comes from
     ``np.random.default_rng(seed)``: integer token ids in [0, vocab) for a model that starts
     with an Embedding (GPT), standard-normal floats in the model's dtype otherwise (float32 for
     a plain callable; ``dtype`` overrides either). ``sample_shape`` may be omitted for a model that

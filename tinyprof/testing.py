@@ -471,8 +471,11 @@ def _hook_problems() -> list[str]:
 
 # --- sealing: the test helpers cannot be reassigned --------------------------------------------
 
+
 class _Sealed(types.ModuleType):
     def __setattr__(self, name: str, value: Any) -> None:
+        if name == "__annotations__":  # type hints change nothing a test runs (Sphinx sets them)
+            return super().__setattr__(name, value)
         raise AttributeError(f"{__name__}.{name} cannot be changed: the hidden tests rely on it")
 
     def __delattr__(self, name: str) -> None:

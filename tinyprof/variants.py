@@ -53,7 +53,7 @@ def int8(model: Module) -> Module:
 
 def pruned(model: Module, sparsity: float) -> Module:
     """A copy in which, for every Linear, the ``sparsity`` fraction of weights with the smallest
-    |w| is set to 0 (biases kept)."""
+    abs(w) is set to 0 (biases kept)."""
     if not 0.0 <= sparsity < 1.0:
         raise ValueError(f"sparsity is the fraction of weights set to zero, in [0, 1); got "
                          f"{sparsity}")

@@ -22,7 +22,7 @@ class InferenceOnly(Module):
 class QuantizedLinear(InferenceOnly):
     """y = (x · W_q) ⊙ s + b with int8 weights W_q and one float scale per output channel.
 
-    Quantization, per output column j: s_j = max_i |W_ij| / 127 (1 where the column is all
+    Quantization, per output column j: s_j = max_i abs(W_ij) / 127 (1 where the column is all
     zero), W_q = round(W / s) clipped to [−127, 127]. Weights take 1 byte instead of 4; the
     dequantization is folded into the output (one multiply per output element), and the matmul
     runs on W_q converted to the input's dtype, since numpy has no int8 matrix multiply.
