@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from typing import Sequence
 
 import matplotlib.pyplot as plt
@@ -26,23 +27,30 @@ def plot_batch_scaling(batch_sizes: Sequence[int], values: Sequence[float], *,
     if batch.shape != vals.shape or batch.size == 0:
         raise ValueError(f"plot_batch_scaling needs one value per batch size, got "
                          f"{batch.size} batch sizes and {vals.size} values")
-    label = f"{quantity} ({unit})" if unit else quantity
     fig, axes = plt.subplots(1, 2 if per_sample else 1, figsize=FIGSIZE, squeeze=False)
     ax = axes[0, 0]
     ax.plot(batch, vals, "o-", color=ACCENT)
     plain_log2_axis(ax)
-    style_axes(ax, title or f"{quantity} vs batch size", "batch size", label)
+    # The quantity goes in the title (wrapped), the unit on the axis: a long quantity as a
+    # y label would run into the neighbouring panel.
+    style_axes(ax, _wrapped(title or f"{quantity} vs batch size"), "batch size", unit or quantity)
     if (vals >= 0).all():
         ax.set_ylim(bottom=0, top=max(vals.max() * 1.1, 1e-12))
     if per_sample:
         ax2 = axes[0, 1]
         ax2.plot(batch, vals / batch, "o-", color=HIGHLIGHT)
         plain_log2_axis(ax2)
-        style_axes(ax2, f"{quantity} per sample", "batch size", f"{label} / sample")
+        style_axes(ax2, _wrapped(f"{quantity} per sample"), "batch size",
+                   f"{unit} per sample" if unit else "per sample")
         if (vals >= 0).all():
-            ax2.set_ylim(bottom=0)
+            ax2.set_ylim(bottom=0, top=max((vals / batch).max() * 1.1, 1e-12))
     fig.tight_layout()
     return fig
+
+
+def _wrapped(title: str, width: int = 40) -> str:
+    """A panel title broken into lines of at most ``width`` characters."""
+    return "\n".join(textwrap.wrap(title, width)) or title
 
 
 def amdahl_words(quantity: str = "time") -> tuple[str, str, str]:
@@ -73,8 +81,10 @@ def plot_amdahl(fraction: float, factor: float | None = None, *, part: str = "th
             curve = np.array([amdahl_speedup(p, f) for f in s])
             ax.plot(s, curve, color=MUTED, lw=1)
             inside = np.nonzero(curve <= top)[0][-1]
-            ax.annotate(f"p={p:g}", (s[inside], curve[inside]), fontsize=8, color=MUTED,
-                        xytext=(-4, 4), textcoords="offset points", ha="right")
+            clipped = inside < s.size - 1   # the curve leaves through the top: label below it
+            ax.annotate(f"p = {p:g}", (s[inside], curve[inside]), fontsize=8, color=MUTED,
+                        xytext=(-10, -4) if clipped else (5, 0), textcoords="offset points",
+                        ha="right" if clipped else "left", va="center", annotation_clip=False)
     ax.plot(s, [amdahl_speedup(fraction, f) for f in s], color=ACCENT, lw=2,
             label=f"{part}: p = {fraction:.0%} of the {quantity}")
     if np.isfinite(limit):
@@ -87,7 +97,9 @@ def plot_amdahl(fraction: float, factor: float | None = None, *, part: str = "th
     ax.set_ylim(1.0, top)
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}×"))
     style_axes(ax, f"Amdahl's law: {verb} {part}", f"{noun} of that part (s)", f"overall {noun}")
-    ax.legend(loc="lower right", fontsize=9, frameon=False)
+    # Below the axes, so that it covers no curve; the p labels sit at the curves' ends.
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3, fontsize=9,
+              frameon=False)
     fig.tight_layout()
     return fig
 
