@@ -1,11 +1,18 @@
-"""Bound a missed wake-up of the async Jupyter client to one second.
+"""Bound a missed wake-up of the async Jupyter client to one second, for student notebooks.
 
 nbclient waits for each cell's reply with ``await shell_channel.get_msg(timeout=T)``, a single
-asyncio poll of a zmq socket. zmq signals readiness edge-triggered, and now and then (about one
-notebook in thirty here, mostly on cells that open widget comms) the edge is missed: the reply is
-already waiting, but the poll only finds it when its timer fires, so the cell stalls for exactly
-T seconds and then carries on without error. Polling in slices of at most one second makes each
-slice end with a fresh non-blocking check, so a missed edge costs at most a second.
+asyncio poll of the shell socket. When a cell captures output into an Output widget (as
+``ipywidgets.interactive`` does), nbclient sends a ``comm_msg`` on that same socket while it
+waits, through a synchronous shadow socket; the send makes libzmq process the socket's pending
+commands and can consume the wake-up of an ``execute_reply`` that has just arrived. The poll then
+sleeps until its timer fires, and the cell stalls for exactly T seconds before carrying on
+without an error (the root cause of issue 13, reproduced deterministically in
+tests/test_execution_stall.py).
+
+tinyprof's own explorers no longer capture output, so the chapters never trigger it. A student's
+notebook may still use ``interact`` or an Output widget, and the grader runs whatever it is
+given, so the grader keeps this guard: polling in slices of at most one second makes each slice
+end with a fresh non-blocking check, so a missed wake-up costs at most a second.
 """
 
 from __future__ import annotations
