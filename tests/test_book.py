@@ -69,6 +69,8 @@ def test_the_build_fails_when_a_notebook_fails(tmp_path):
     book = tmp_path / "broken"
     book.mkdir()
     shutil.copy(REPO / "_config.yml", book / "_config.yml")
+    for folder in ("_ext", "_static"):            # what the configuration refers to
+        shutil.copytree(REPO / "book" / folder, book / "book" / folder)
     (book / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n  - file: bad\n")
     (book / "intro.md").write_text("# Intro\n")
     cells = [{"cell_type": "markdown", "metadata": {}, "source": "# Bad"},
