@@ -26,7 +26,7 @@ import shutil
 from pathlib import Path
 
 from . import course
-from .cells import marked_lines
+from .cells import marked_lines, source
 from .home import read_home
 from .release import MARKERS, release
 
@@ -57,10 +57,10 @@ def publish(out: Path, root: Path = course.REPO_ROOT, *, release_first: bool = T
     if release_first:
         release()
     written = []
-    for source in _student_files(root):
-        target = out / source.relative_to(root)
+    for original in _student_files(root):
+        target = out / original.relative_to(root)
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(source, target)
+        shutil.copy2(original, target)
         written.append(target)
     written += _write_generated(out, root)
     (out / STAMP).write_text("written by python -m autograder publish\n", encoding="utf-8")
@@ -156,7 +156,7 @@ def _rel(path: Path, root: Path) -> str:
 
 def _title(notebook: Path) -> str:
     first = json.loads(notebook.read_text(encoding="utf-8"))["cells"][0]
-    heading = "".join(first["source"]).splitlines()[0]
+    heading = source(first).splitlines()[0]
     return heading.lstrip("# ").strip()
 
 
@@ -174,7 +174,7 @@ def secret_lines(root: Path = course.REPO_ROOT) -> tuple[set[str], set[str]]:
 
 def _notebook_text(path: Path) -> str:
     cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-    return "\n".join("".join(cell["source"]) for cell in cells)
+    return "\n".join(source(cell) for cell in cells)
 
 
 def _searchable(path: Path) -> str:
