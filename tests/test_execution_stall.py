@@ -16,6 +16,7 @@ the Output widget's state from the kernel, so the client sends nothing while it 
 from __future__ import annotations
 
 import asyncio
+import select
 import time
 
 import nbformat
@@ -27,6 +28,16 @@ from jupyter_client.session import Session
 from nbclient import NotebookClient
 
 POLL_MS = 1500
+
+
+def _wait_until_signalled(socket, limit: float = 5.0) -> None:
+    """Block (the event loop does not run) until the socket's file descriptor says a command
+    has arrived: reading it with select() leaves the signal in place, unlike zmq.EVENTS."""
+    deadline = time.monotonic() + limit
+    time.sleep(0.05)
+    while not select.select([socket.getsockopt(zmq.FD)], [], [], 0)[0]:
+        assert time.monotonic() < deadline, "the reply never reached the client"
+        time.sleep(0.005)
 
 
 def _poll_after_reply(send_while_waiting: bool) -> tuple[float, int]:
@@ -45,7 +56,7 @@ def _poll_after_reply(send_while_waiting: bool) -> tuple[float, int]:
         waiting = asyncio.ensure_future(client.poll(POLL_MS))   # nbclient: get_msg(timeout)
         await asyncio.sleep(0.05)
         session.send(kernel, "execute_reply", {"status": "ok"}, ident=identity)
-        time.sleep(0.05)             # the reply lands while the client handles iopub messages
+        _wait_until_signalled(client)  # the reply lands while the client handles iopub messages
         if send_while_waiting:       # OutputWidget.sync_state() -> shell_channel.send(...)
             session.send(client, "comm_msg", {"comm_id": "output", "data": {}})
         start = time.monotonic()
