@@ -18,11 +18,12 @@ from .stats import (
     LatencyStats,
     TimingWarning,
     bootstrap_median_ci,
+    bootstrap_medians,
 )
 
 __all__ = [
     "BLAS_THREAD_VARIABLES", "Comparison", "LatencyStats", "TimingWarning", "WARNING_KINDS",
-    "compare", "PERCENTILE_METHOD", "TimingContext",
-    "UNSTABLE_THRESHOLD", "bootstrap_median_ci", "calibrate_loops", "callable_name",
+    "compare", "PERCENTILE_METHOD", "TimingContext", "UNSTABLE_THRESHOLD",
+    "bootstrap_median_ci", "bootstrap_medians", "calibrate_loops", "callable_name",
     "collect_context", "compare_latency", "measure_latency", "timer_overhead",
 ]

@@ -40,31 +40,47 @@ CONFIDENCE = 0.95
 RESOLUTION_FACTOR = 100
 #: What ``time.get_clock_info("perf_counter")`` says one tick of the timer is, in seconds.
 PERF_COUNTER_RESOLUTION = time.get_clock_info("perf_counter").resolution
-_MAX_BOOTSTRAP_CHUNK = 1_000_000  # resampled values held in memory at once
 
 
-def bootstrap_median_ci(samples: np.ndarray, confidence: float = CONFIDENCE,
+def bootstrap_medians(samples: Sequence[float], resamples: int = BOOTSTRAP_RESAMPLES,
+                      seed: int = BOOTSTRAP_SEED) -> np.ndarray:
+    """The medians of ``resamples`` bootstrap resamples (n draws with replacement) of ``samples``.
+
+    Drawing all n indices of every resample costs O(resamples · n) (4 s for 10⁵ samples), yet a
+    median depends only on the resample's middle order statistics, so each is drawn directly,
+    with exactly the same distribution. Sort the samples; the m-th smallest of n uniform indices
+    ⌊n·U⌋ is ⌊n·U₍ₘ₎⌋, with U₍ₘ₎ ~ Beta(m, n − m + 1), m = ⌈n/2⌉. For even n the median is the
+    mean of that and the next order statistic, U₍ₘ₊₁₎ = U₍ₘ₎ + (1 − U₍ₘ₎)·V with
+    V ~ Beta(1, n − m), the smallest of the n − m uniforms above U₍ₘ₎. Cost O(n log n +
+    resamples); the generator is ``np.random.default_rng(seed)``, so a seed repeats exactly.
+    """
+    x = np.sort(np.asarray(samples, dtype=float).ravel())
+    n = x.size
+    if n == 0:
+        raise ValueError("bootstrap_medians needs at least one sample, got none")
+    rng = np.random.default_rng(seed)
+    m = (n + 1) // 2
+    u = rng.beta(m, n - m + 1, resamples)
+    medians = x[_order_index(u, n)]
+    if n % 2 == 0:
+        upper = u + (1 - u) * rng.beta(1, n - m, resamples)
+        medians = (medians + x[_order_index(upper, n)]) / 2
+    return medians
+
+
+def _order_index(u: np.ndarray, n: int) -> np.ndarray:
+    """The index ⌊n·u⌋ into n sorted samples that a uniform draw u ∈ [0, 1) picks."""
+    return np.minimum((n * u).astype(np.int64), n - 1)
+
+
+def bootstrap_median_ci(samples: Sequence[float], confidence: float = CONFIDENCE,
                         resamples: int = BOOTSTRAP_RESAMPLES,
                         seed: int = BOOTSTRAP_SEED) -> tuple[float, float]:
-    """Percentile-bootstrap confidence interval of the median.
-
-    Draw ``resamples`` samples of size n with replacement (``np.random.default_rng(seed)``,
-    so the interval is reproducible), take each one's median, and return the
-    (1 − c)/2 and (1 + c)/2 percentiles of those medians.
-    """
-    x = np.asarray(samples, dtype=float)
-    n = x.size
-    if n == 1:
-        return float(x[0]), float(x[0])
-    rng = np.random.default_rng(seed)
-    chunk = max(1, _MAX_BOOTSTRAP_CHUNK // n)
-    medians = np.empty(resamples)
-    for start in range(0, resamples, chunk):
-        stop = min(start + chunk, resamples)
-        idx = rng.integers(0, n, size=(stop - start, n))
-        medians[start:stop] = np.median(x[idx], axis=1)
+    """Percentile-bootstrap confidence interval of the median: the (1 − c)/2 and (1 + c)/2
+    percentiles of :func:`bootstrap_medians` (``resamples`` of them, seeded with ``seed``)."""
     tail = 100 * (1 - confidence) / 2
-    low, high = np.percentile(medians, [tail, 100 - tail], method=PERCENTILE_METHOD)
+    low, high = np.percentile(bootstrap_medians(samples, resamples, seed), [tail, 100 - tail],
+                              method=PERCENTILE_METHOD)
     return float(low), float(high)
 
 
