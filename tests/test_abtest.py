@@ -122,3 +122,21 @@ def test_ab_explorer_rejudges_one_run_without_retiming():
     assert widget.result.verdict == "faster" and widget.result.noise_band == 0.3
     assert len(calls) == timed           # the sliders never re-run the functions
     assert "faster" in widget.text and len(widget.figures) == 1
+
+
+def test_plot_ab_labels_its_log_time_axis_with_plain_numbers():
+    import matplotlib.pyplot as plt
+
+    from tinyprof.plots import plot_ab
+
+    rng = np.random.default_rng(4)
+    slow = LatencyStats.from_samples(rng.lognormal(np.log(150e-6), 0.1, 20), name="twice")
+    fast = LatencyStats.from_samples(rng.lognormal(np.log(70e-6), 0.1, 20), name="work")
+    fig = plot_ab(ABResult.from_samples(slow, fast))
+    fig.canvas.draw()
+    axis = fig.axes[0]
+    assert axis.get_yscale() == "log" and "µs" in axis.get_ylabel()
+    labels = [t.get_text() for t in axis.get_yticklabels() + axis.get_yticklabels(minor=True)
+              if t.get_text()]
+    assert "100" in labels and not any("times" in t or "^" in t for t in labels), labels
+    plt.close(fig)

@@ -86,6 +86,31 @@ def test_plot_roofline_draws_the_roof_and_every_point_it_can():
     plt.close(fig)
 
 
+def test_roofline_labels_name_the_phase_and_never_cover_each_other():
+    import matplotlib.pyplot as plt
+    from matplotlib.text import Text
+
+    from tinyprof.plots import plot_roofline
+
+    # Two GELU layers of a GPT sit on the very same point; a third point is far away.
+    same = {"intensity": 0.25, "achieved": 2e9, "bound": "memory"}
+    points = [{**same, "name": "h.0.mlp.act", "phase": "forward", "share": 0.3},
+              {**same, "name": "h.1.mlp.act", "phase": "forward", "share": 0.29},
+              {"name": "head", "phase": "backward", "intensity": 60.0, "achieved": 9e10,
+               "bound": "compute", "share": 0.2}]
+    fig = plot_roofline(MachinePeaks(100e9, 20e9), points)
+    fig.canvas.draw()
+    labels = {t.get_text(): t for t in fig.axes[0].texts}
+    assert set(labels) == {"h.0.mlp.act fwd", "h.1.mlp.act fwd", "head bwd"}
+    renderer = fig.canvas.get_renderer()
+    first, second = (Text.get_window_extent(labels[n], renderer)   # the text, not its leader
+                     for n in ("h.0.mlp.act fwd", "h.1.mlp.act fwd"))
+    assert not first.overlaps(second), "labels of one spot must be listed, not overprinted"
+    assert second.y1 <= first.y0 + 1 and abs(second.x0 - first.x0) < 1   # one under the other
+    assert labels["h.1.mlp.act fwd"].arrow_patch and not labels["h.0.mlp.act fwd"].arrow_patch
+    plt.close(fig)
+
+
 def test_roofline_explorer_profiles_real_steps_and_follows_the_sliders():
     import matplotlib.pyplot as plt
 

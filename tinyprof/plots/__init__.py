@@ -13,11 +13,19 @@ from .comparison import plot_ab, plot_performance_comparison
 from .latency import plot_ci_funnel, plot_latency, plot_latency_log
 from .roofline import BOUND_COLORS, plot_roofline
 from .scaling import amdahl_words, plot_amdahl, plot_batch_scaling, plot_scaling
-from .style import ACCENT, FIGSIZE, HIGHLIGHT, MUTED, plain_log2_axis, style_axes
+from .style import (
+    ACCENT,
+    FIGSIZE,
+    HIGHLIGHT,
+    MUTED,
+    plain_log2_axis,
+    plain_log_axis,
+    style_axes,
+)
 
 __all__ = [
     "ACCENT", "BOUND_COLORS", "FIGSIZE", "HIGHLIGHT", "MEMORY_COLORS", "MUTED", "amdahl_words",
-    "plain_log2_axis", "plot_ab", "plot_amdahl", "plot_batch_scaling", "plot_breakdown",
-    "plot_ci_funnel", "plot_latency", "plot_latency_log", "plot_memory_breakdown",
+    "plain_log2_axis", "plain_log_axis", "plot_ab", "plot_amdahl", "plot_batch_scaling",
+    "plot_breakdown", "plot_ci_funnel", "plot_latency", "plot_latency_log", "plot_memory_breakdown",
     "plot_performance_comparison", "plot_roofline", "plot_scaling", "plot_shares", "style_axes",
 ]

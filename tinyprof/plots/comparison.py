@@ -8,7 +8,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from ..units import time_unit
-from .style import ACCENT, FIGSIZE, HIGHLIGHT, MUTED, style_axes
+from .style import ACCENT, FIGSIZE, HIGHLIGHT, MUTED, plain_log_axis, style_axes
 
 
 def plot_ab(result) -> Figure:
@@ -25,7 +25,7 @@ def plot_ab(result) -> Figure:
         left.hlines(stats.median / scale, i - 0.3, i + 0.3, color="black", lw=2)
     left.set_xticks([0, 1], [result.baseline.name or "baseline",
                              result.candidate.name or "candidate"])
-    left.set_yscale("log")  # a few descheduled rounds sit far above the rest
+    plain_log_axis(left, "y")  # a few descheduled rounds sit far above the rest
     style_axes(left, "Per-call time, one dot per round", "", f"time per call ({unit}, log scale)")
     low, high = result.ci
     band = (1 / (1 + result.noise_band), 1 + result.noise_band)
@@ -65,7 +65,7 @@ def plot_performance_comparison(results) -> Figure:
         axes[0].annotate(f" {median:.3g}", (median, i), va="center", fontsize=8)
     wide = medians.max() / medians.min() > 20
     if wide:  # a variant many times slower (float16 on a CPU) would flatten the others
-        axes[0].set_xscale("log")
+        plain_log_axis(axes[0], "x")
     style_axes(axes[0], "Time per call (95% CI)", f"median ({unit}{', log scale' if wide else ''})",
                "")
     peaks = np.array([v.peak_bytes for v in variants]) / 1e6

@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 
 from ..timing import LatencyStats
 from ..units import format_seconds, time_unit
-from .style import ACCENT, FIGSIZE, HIGHLIGHT, MUTED
+from .style import ACCENT, FIGSIZE, HIGHLIGHT, MUTED, plain_log_axis
 
 _MARKERS = (("p50", "-"), ("p95", "--"), ("p99", ":"))
 
@@ -54,16 +54,12 @@ def plot_latency_log(stats, *, ax=None, bins: int = 40) -> Figure:
     plain numbers. Falls back to plot_latency's linear axis when a sample is 0 s or all samples
     are equal (no geometric bins exist then). Returns the Figure; never calls ``plt.show()``.
     """
-    from matplotlib.ticker import LogFormatter
-
     if stats.min <= 0 or stats.max <= stats.min:
         return plot_latency(stats, ax=ax)
     _, scale = time_unit(stats.median)
     fig = plot_latency(stats, ax=ax, bins=np.geomspace(stats.min, stats.max, bins + 1) / scale)
     axis = fig.axes[0] if ax is None else ax
-    axis.set_xscale("log")
-    axis.xaxis.set_major_formatter(LogFormatter(labelOnlyBase=False))
-    axis.xaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(1.2, 0.5)))
+    plain_log_axis(axis, "x")
     return fig
 
 

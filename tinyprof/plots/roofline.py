@@ -47,16 +47,13 @@ def plot_roofline(peaks, points: Sequence[Mapping] = (), *, label_top: int = 5,
                 ax.scatter([p["intensity"] for p in chosen], [p["achieved"] for p in chosen],
                            color=color, marker=marker, s=36, zorder=3, alpha=0.85,
                            label=f"{bound}-bound, {phase}")
-    ranked = sorted(shown, key=lambda p: p.get("share", 0.0), reverse=True)[:label_top]
-    for p in ranked:
-        ax.annotate(f"{p.get('name', '')} {p.get('phase', '')[:3]}".strip(),
-                    (p["intensity"], p["achieved"]), xytext=(5, -3), textcoords="offset points",
-                    fontsize=7)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(low, high)
     ax.set_ylim(bottom=min([p["achieved"] for p in shown] + [low * peaks.bytes_per_second]) / 2,
                 top=peaks.flops_per_second * 3)
+    ranked = sorted(shown, key=lambda p: p.get("share", 0.0), reverse=True)[:label_top]
+    _label_points(ax, ranked)
     missing = len(points) - len(shown)
     note = f" ({missing} not shown: no FLOPs counted)" if missing else ""
     style_axes(ax, (title or "Roofline of this machine") + note,
@@ -64,3 +61,33 @@ def plot_roofline(peaks, points: Sequence[Mapping] = (), *, label_top: int = 5,
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8, frameon=False)
     fig.tight_layout()
     return fig
+
+
+#: Short names of the phases in point labels (the marker shape says it too).
+PHASE_ABBREVIATIONS = {"forward": "fwd", "backward": "bwd"}
+_LABEL_LINE_PT, _LABEL_CHAR_PT = 9.0, 4.2   # a 7-point label's line height and character width
+
+
+def _label_points(ax, points: Sequence[Mapping]) -> None:
+    """Name each point ("h.0.attn fwd") just right of it; a label that would cover one placed
+    before it moves down a line at a time, with a thin line back to its point, so points on the
+    same spot get a readable list."""
+    (x_low, x_high), (y_low, y_high) = ax.get_xlim(), ax.get_ylim()
+    box = ax.get_position()
+    width = ax.figure.get_figwidth() * 72 * box.width     # the axes' size in points
+    height = ax.figure.get_figheight() * 72 * box.height
+    placed: list[tuple[float, float, float]] = []          # (left, right, baseline) in points
+    for p in points:
+        text = f"{p.get('name', '')} {PHASE_ABBREVIATIONS.get(p.get('phase', ''), '')}".strip()
+        x = width * np.log(p["intensity"] / x_low) / np.log(x_high / x_low)
+        y = height * np.log(p["achieved"] / y_low) / np.log(y_high / y_low)
+        left, right, baseline = x + 5, x + 5 + _LABEL_CHAR_PT * len(text), y - 3
+        while any(left < other_right and other_left < right
+                  and abs(baseline - other_baseline) < _LABEL_LINE_PT
+                  for other_left, other_right, other_baseline in placed):
+            baseline -= _LABEL_LINE_PT
+        placed.append((left, right, baseline))
+        moved = baseline < y - 3                             # a thin line leads back to it
+        ax.annotate(text, (p["intensity"], p["achieved"]), xytext=(5, baseline - y),
+                    textcoords="offset points", fontsize=7,
+                    arrowprops={"arrowstyle": "-", "lw": 0.5, "color": MUTED} if moved else None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 from matplotlib.ticker import FuncFormatter
 
 ACCENT = "#1f77b4"
@@ -14,6 +15,25 @@ def plain_log2_axis(ax, suffix: str = "") -> None:
     """A base-2 log x axis labelled 1, 2, 4, … (with ``suffix``) instead of 2⁰, 2¹, 2²."""
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}{suffix}"))
+
+
+def plain_log_axis(ax, which: str = "x") -> None:
+    """A base-10 log axis (``which`` is "x" or "y") labelled 0.3, 200, 1000, … instead of
+    3×10⁻¹, 2×10², 10³: a time axis reads in the unit its label names. Ticks between powers of
+    ten are labelled while the axis spans at most half a decade, and 2, 3 and 5 × 10ᵏ while it
+    spans at most 1.2 decades, so a short axis still has numbers and a long one is not crowded."""
+    getattr(ax, f"set_{which}scale")("log")
+    axis = getattr(ax, f"{which}axis")
+
+    def minor_label(value: float, _) -> str:
+        low, high = sorted(axis.get_view_interval())
+        decades = np.log10(high / low) if low > 0 else np.inf
+        mantissa = round(value / 10 ** np.floor(np.log10(value) + 1e-9))
+        shown = decades <= 0.5 or (decades <= 1.2 and mantissa in (2, 3, 5))
+        return f"{value:g}" if shown else ""
+
+    axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    axis.set_minor_formatter(FuncFormatter(minor_label))
 
 
 def style_axes(ax, title: str, xlabel: str, ylabel: str) -> None:
