@@ -100,6 +100,7 @@ def grade(submissions: Path, out: Path, *, jobs: int = 1, timeout: int | None = 
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1, got {jobs}")
     isolation_used = isolation.check() if settings.sandbox else NO_SANDBOX
+    isolation.sweep_orphan_sockets()   # left by a grader that was killed outright
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     _mark_private(out)

@@ -30,6 +30,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -39,6 +40,8 @@ from pathlib import Path
 FIRST_UID, UIDS = 61000, 4000
 #: Files of /etc that Python, numpy and matplotlib may read.
 ETC_FILES = ("ld.so.cache", "localtime", "nsswitch.conf", "passwd", "group", "hosts")
+#: Each kernel's sockets live in ``<tmp>/tinyprof-kernel-<pid of its grading worker>-<random>``.
+SOCKETS_PREFIX = "tinyprof-kernel-"
 INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: `sudo apt-get install bubblewrap`; Fedora: "
                 "`sudo dnf install bubblewrap`)")
 
@@ -174,12 +177,39 @@ def sandbox_command(command: list[str], *, scratch: Path, sockets: Path, limits:
     return guard + args + ["--", *launcher, "--", *command]
 
 
-def prepare_sockets(folder: Path) -> None:
-    """The folder of one kernel's sockets: private to the grader and, when the kernel runs as
-    its own uid, handed to that uid."""
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+def new_sockets_folder() -> Path:
+    """A new folder for one kernel's sockets, named after this process (the grading worker
+    that owns it): private to the grader and, when the kernel runs as its own uid, handed to
+    that uid."""
+    folder = Path(tempfile.mkdtemp(prefix=f"{SOCKETS_PREFIX}{os.getpid()}-"))
     if running_as_root():
         os.chown(folder, kernel_uid(), kernel_uid())
+    return folder
+
+
+def sweep_orphan_sockets(root: Path | None = None) -> list[Path]:
+    """Remove the socket folders whose grading worker is gone, and return them.
+
+    A worker removes its kernel's folder itself; one killed outright (SIGKILL, a lost machine)
+    cannot. The folders hold only sockets, never grades, and a folder of a worker that is still
+    running (another grader's, on this machine) is left alone."""
+    removed = []
+    for folder in Path(root or tempfile.gettempdir()).glob(f"{SOCKETS_PREFIX}*-*"):
+        owner = folder.name[len(SOCKETS_PREFIX):].split("-", 1)[0]
+        if folder.is_dir() and owner.isdigit() and not _running(int(owner)):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:       # alive, another user's
+        return True
+    return True
 
 
 @lru_cache(maxsize=1)
@@ -208,5 +238,5 @@ def check() -> str:
     return f"{version or 'bubblewrap'} ({mode})"
 
 
-__all__ = ["IsolationUnavailable", "Limits", "check", "find_bwrap", "prepare_sockets",
-           "read_only_roots", "sandbox_command"]
+__all__ = ["IsolationUnavailable", "Limits", "SOCKETS_PREFIX", "check", "find_bwrap",
+           "new_sockets_folder", "read_only_roots", "sandbox_command", "sweep_orphan_sockets"]

@@ -23,7 +23,6 @@ import re
 import shutil
 import signal
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,8 +57,7 @@ class SandboxedKernelManager(AsyncKernelManager):
         self._sockets: Path | None = None
         self._cwd = os.getcwd()
         if self.isolate:
-            self._sockets = Path(tempfile.mkdtemp(prefix="tinyprof-kernel-"))
-            isolation.prepare_sockets(self._sockets)
+            self._sockets = isolation.new_sockets_folder()
             self.transport, self.ip = "ipc", str(self._sockets / "kernel")
             self.connection_file = str(self._sockets / "connection.json")
 

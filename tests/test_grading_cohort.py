@@ -17,6 +17,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -204,18 +205,24 @@ def _leftovers(out: Path, parent: int) -> list[str]:
     return found
 
 
+def _socket_folders() -> set[Path]:
+    return set(Path(tempfile.gettempdir()).glob("tinyprof-kernel-*"))
+
+
 @dataclass
 class Resumed:
     graded: Graded
     before_kill: list[str]
     leftovers: list[str]
     journal: list[dict]
+    sockets_left: set[Path]   # socket folders of the killed run still there after the resumed
 
 
 @pytest.fixture(scope="module")
 def resumed(demo, tmp_path_factory) -> Resumed:
     out = tmp_path_factory.mktemp("serial")
     command = _command("grade", str(demo.out.parent / "submissions.zip"), "--out", str(out))
+    sockets_before = _socket_folders()
     first = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 600
@@ -230,14 +237,17 @@ def resumed(demo, tmp_path_factory) -> Resumed:
         if not leftovers:
             break
         time.sleep(0.2)
+    killed_runs_sockets = _socket_folders() - sockets_before
     second = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=900)
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
-    return Resumed(_read(out, second.stdout), before, leftovers, _lines(out / "journal.jsonl"))
+    return Resumed(_read(out, second.stdout), before, leftovers, _lines(out / "journal.jsonl"),
+                   killed_runs_sockets & _socket_folders())
 
 
 def test_killing_the_grader_leaves_no_workers_or_kernels(resumed):
     assert 4 <= len(resumed.before_kill) < 16, "the kill must land mid-run"
     assert resumed.leftovers == []
+    assert resumed.sockets_left == set(), "the next grade command sweeps a killed run's sockets"
 
 
 def test_the_resumed_run_grades_everything_once(resumed):

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from chapters import REPO
 
-from autograder import samples
+from autograder import isolation, samples
 from autograder.grade import Settings, grade
 from autograder.gradebook import merge
 
@@ -133,3 +133,22 @@ def test_one_grader_per_output_folder(tmp_path):
         fcntl.flock(lock, fcntl.LOCK_EX)
         with pytest.raises(RuntimeError, match="is being graded by another process"):
             grade(tmp_path, out, progress=False)
+
+
+def test_socket_folders_of_dead_workers_are_swept_and_others_kept(tmp_path):
+    finished = subprocess.Popen([sys.executable, "-c", "pass"])
+    finished.wait()                                   # a worker that is gone
+    orphan = tmp_path / f"{isolation.SOCKETS_PREFIX}{finished.pid}-k1"
+    live = tmp_path / f"{isolation.SOCKETS_PREFIX}{os.getpid()}-k2"   # a running grader's
+    unnamed = tmp_path / f"{isolation.SOCKETS_PREFIX}k3"              # no owner in the name
+    for folder in (orphan, live, unnamed):
+        folder.mkdir()
+        (folder / "kernel-shell").write_bytes(b"")
+    assert isolation.sweep_orphan_sockets(tmp_path) == [orphan]
+    assert not orphan.exists() and live.exists() and unnamed.exists()
+    made = isolation.new_sockets_folder()
+    try:
+        assert made.name.startswith(f"{isolation.SOCKETS_PREFIX}{os.getpid()}-")
+        assert made.stat().st_mode & 0o777 == 0o700
+    finally:
+        made.rmdir()
