@@ -66,7 +66,8 @@ class Optimizer:
 class SGD(Optimizer):
     """w ← w − lr·g; with momentum μ: v ← μ·v + g, w ← w − lr·v (state: v, 1× params)."""
 
-    def __init__(self, params: Iterable[Parameter], lr: float = 0.01, momentum: float = 0.0):
+    def __init__(self, params: Iterable[Parameter] | Module, lr: float = 0.01,
+                 momentum: float = 0.0):
         super().__init__(params, lr)
         if not momentum >= 0:
             raise ValueError(f"SGD: momentum must be ≥ 0, got {momentum}")
