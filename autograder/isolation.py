@@ -191,12 +191,14 @@ def sweep_orphan_sockets(root: Path | None = None) -> list[Path]:
     """Remove the socket folders whose grading worker is gone, and return them.
 
     A worker removes its kernel's folder itself; one killed outright (SIGKILL, a lost machine)
-    cannot. The folders hold only sockets, never grades, and a folder of a worker that is still
-    running (another grader's, on this machine) is left alone."""
+    cannot. The folders hold only sockets, never grades. A folder of a worker that is still
+    running (another grader's, on this machine) is left alone, and so is a symbolic link that
+    someone else put in the shared temporary folder under such a name."""
     removed = []
     for folder in Path(root or tempfile.gettempdir()).glob(f"{SOCKETS_PREFIX}*-*"):
         owner = folder.name[len(SOCKETS_PREFIX):].split("-", 1)[0]
-        if folder.is_dir() and owner.isdigit() and not _running(int(owner)):
+        if (not folder.is_symlink() and folder.is_dir() and owner.isdigit()
+                and not _running(int(owner))):
             shutil.rmtree(folder, ignore_errors=True)
             removed.append(folder)
     return removed

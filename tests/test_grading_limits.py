@@ -144,8 +144,11 @@ def test_socket_folders_of_dead_workers_are_swept_and_others_kept(tmp_path):
     for folder in (orphan, live, unnamed):
         folder.mkdir()
         (folder / "kernel-shell").write_bytes(b"")
+    precious = tmp_path / "precious"                  # planted under an orphan's name
+    precious.mkdir()
+    (tmp_path / f"{isolation.SOCKETS_PREFIX}{finished.pid}-planted").symlink_to(precious)
     assert isolation.sweep_orphan_sockets(tmp_path) == [orphan]
-    assert not orphan.exists() and live.exists() and unnamed.exists()
+    assert not orphan.exists() and live.exists() and unnamed.exists() and precious.exists()
     made = isolation.new_sockets_folder()
     try:
         assert made.name.startswith(f"{isolation.SOCKETS_PREFIX}{os.getpid()}-")
