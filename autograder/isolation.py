@@ -205,13 +205,20 @@ def sweep_orphan_sockets(root: Path | None = None) -> list[Path]:
 
 
 def _running(pid: int) -> bool:
+    """Whether process ``pid`` still runs. A zombie does not: a worker killed with its grader
+    is re-parented, and until the new parent reaps it (a second or more under some inits)
+    signals still reach it."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:       # alive, another user's
+    except PermissionError:       # another user's
+        pass
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
         return True
-    return True
+    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")   # zombie, dead
 
 
 @lru_cache(maxsize=1)

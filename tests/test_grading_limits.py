@@ -138,17 +138,25 @@ def test_one_grader_per_output_folder(tmp_path):
 def test_socket_folders_of_dead_workers_are_swept_and_others_kept(tmp_path):
     finished = subprocess.Popen([sys.executable, "-c", "pass"])
     finished.wait()                                   # a worker that is gone
+    zombie = subprocess.Popen([sys.executable, "-c", "pass"])
+    while Path(f"/proc/{zombie.pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z":
+        time.sleep(0.01)                              # dead, not yet reaped (as under some inits)
     orphan = tmp_path / f"{isolation.SOCKETS_PREFIX}{finished.pid}-k1"
+    unreaped = tmp_path / f"{isolation.SOCKETS_PREFIX}{zombie.pid}-k4"
     live = tmp_path / f"{isolation.SOCKETS_PREFIX}{os.getpid()}-k2"   # a running grader's
     unnamed = tmp_path / f"{isolation.SOCKETS_PREFIX}k3"              # no owner in the name
-    for folder in (orphan, live, unnamed):
+    for folder in (orphan, unreaped, live, unnamed):
         folder.mkdir()
         (folder / "kernel-shell").write_bytes(b"")
     precious = tmp_path / "precious"                  # planted under an orphan's name
     precious.mkdir()
     (tmp_path / f"{isolation.SOCKETS_PREFIX}{finished.pid}-planted").symlink_to(precious)
-    assert isolation.sweep_orphan_sockets(tmp_path) == [orphan]
-    assert not orphan.exists() and live.exists() and unnamed.exists() and precious.exists()
+    try:
+        assert sorted(isolation.sweep_orphan_sockets(tmp_path)) == sorted([orphan, unreaped])
+    finally:
+        zombie.wait()
+    assert not orphan.exists() and not unreaped.exists()
+    assert live.exists() and unnamed.exists() and precious.exists()
     made = isolation.new_sockets_folder()
     try:
         assert made.name.startswith(f"{isolation.SOCKETS_PREFIX}{os.getpid()}-")
