@@ -15,7 +15,12 @@ def _limits(parser: argparse.ArgumentParser, jobs: int = 1, timeout: int | None 
     parser.add_argument("--jobs", type=int, default=jobs,
                         help=f"submissions graded at once, a worker process each (default {jobs})")
     parser.add_argument("--timeout", type=int, default=timeout,
-                        help=f"seconds a cell may run (default {timeout})")
+                        help=f"seconds of CPU time a cell may use, all its processes together "
+                             f"(default {timeout})")
+    parser.add_argument("--wall-timeout", type=int, default=None, metavar="SECONDS",
+                        help="wall-clock seconds after which a cell is stopped whatever its CPU "
+                             "time (default: 3 x --timeout + 30); a cell stopped by it while "
+                             "using little CPU is run again with longer limits, then flagged")
     parser.add_argument("--memory", type=int, default=defaults.memory_mb, metavar="MB",
                         help=f"memory limit of each student kernel in MB (default "
                              f"{defaults.memory_mb}; 0: none)")
@@ -40,6 +45,9 @@ def parser() -> argparse.ArgumentParser:
     grd.add_argument("--out", type=Path, required=True,
                      help="folder for the gradebook, grades.csv and feedback (re-run to resume)")
     _limits(grd)
+    grd.add_argument("--student", action="append", metavar="NAME",
+                     help="grade only this student (again), keeping everyone else's grades; "
+                          "repeatable")
     demo = commands.add_parser("demo", help="grade the shipped sample submissions")
     demo.add_argument("--out", type=Path, default=None,
                       help="folder for the demo (default: grading/demo in the repository)")
@@ -70,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from .grade import GradingInterrupted, grade
 
-    settings = Settings(timeout=args.timeout, memory_mb=args.memory, sandbox=not args.no_sandbox)
+    settings = Settings(timeout=args.timeout, memory_mb=args.memory, sandbox=not args.no_sandbox,
+                        wall_timeout=args.wall_timeout)
     try:
         if args.command == "demo":
             from .demo import demo
@@ -78,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
             out = demo(args.out, jobs=args.jobs, settings=settings)
         else:
             out = args.out
-            grade(args.submissions, out, jobs=args.jobs, settings=settings)
+            grade(args.submissions, out, jobs=args.jobs, settings=settings,
+                  students=args.student)
     except GradingInterrupted as stop:
         print(f"interrupted: {stop}", file=sys.stderr)
         return 130

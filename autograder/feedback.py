@@ -3,6 +3,9 @@
 nbgrader makes feedback from the autograded notebook, whose test cells hold the hidden tests
 that were put back for grading. Before the page is rendered:
 
+- :class:`SubmittedOutputs` shows, in every cell but the test cells, the outputs of the
+  student's own run as handed in: nothing the kernel wrote while it was graded reaches the
+  page (test cells show the grader's verdict, judge.py);
 - nbgrader's ``ClearHiddenTests`` removes the hidden-test regions from the test cells' source;
 - :class:`RedactFeedback` cuts what the outputs could still reveal: a failed test cell's error
   keeps its one-line message (``ename: evalue``, the hint the test was written to give) but not
@@ -18,12 +21,14 @@ that were put back for grading. Before the page is rendered:
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import nbformat
 from nbconvert.preprocessors import Preprocessor
-from traitlets import List, Unicode
+from traitlets import Integer, List, Unicode
 
-from .cells import is_test, marked_lines
+from .cells import is_test, marked_lines, source
 
 REDACTED = "[grader: removed a line that quotes the hidden tests]"
 
@@ -64,20 +69,57 @@ class RedactFeedback(Preprocessor):
         return cell, resources
 
 
-def configure_feedback(config, source_notebooks: list[Path]) -> None:
-    """Set ``config`` (an nbgrader config) to make feedback as the module docstring says."""
+class SubmittedOutputs(Preprocessor):
+    """Every cell but the test cells shows the outputs the student's own run left in the file
+    they handed in, never what the kernel wrote while it was graded: a kernel that prints the
+    tests, or anything else, prints it into the instructor's copy only. Test cells keep the
+    grader's verdict. A cell whose outputs in the handed-in file exceed ``max_chars`` shows a
+    note instead."""
+
+    submitted = Unicode("", help="Folder of the handed-in notebooks (submitted/STUDENT/"
+                                 "ASSIGNMENT)").tag(config=True)
+    max_chars = Integer(2_000_000, help="Characters of outputs shown per cell").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        name = (resources or {}).get("nbgrader", {}).get("notebook", "")
+        path = Path(self.submitted) / f"{name}.ipynb"
+        handed_in = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        cells = handed_in.get("cells", [])
+        for index, cell in enumerate(nb.cells):
+            if cell.cell_type != "code" or is_test(cell):
+                continue
+            own = cells[index] if index < len(cells) else {}
+            same = own.get("cell_type") == "code" and source(own).strip() == \
+                source(cell).strip()
+            outputs = own.get("outputs", []) if same else []
+            if len(json.dumps(outputs)) > self.max_chars:
+                outputs = [nbformat.v4.new_output(
+                    "stream", name="stdout", text=f"[grader: this cell's outputs in the file you "
+                    f"handed in are longer than {self.max_chars:,} characters; not shown]\n")]
+            cell.outputs = [nbformat.from_dict(o) for o in outputs if isinstance(o, dict)]
+            cell.execution_count = own.get("execution_count") if same else None
+        return nb, resources
+
+
+def configure_feedback(config, source_notebooks: list[Path], submitted: Path) -> None:
+    """Set ``config`` (an nbgrader config) to make feedback as the module docstring says;
+    ``submitted`` is the folder of the handed-in notebooks (their outputs are shown)."""
     from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
     from nbconvert.preprocessors.sanitize import SanitizeHTML
     from nbgrader.preprocessors import ClearHiddenTests, GetGrades
 
-    config.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, RedactFeedback,
-                                             SanitizeHTML, CSSHTMLHeaderPreprocessor]
+    config.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, SubmittedOutputs,
+                                             RedactFeedback, SanitizeHTML,
+                                             CSSHTMLHeaderPreprocessor]
     config.ClearHiddenTests.enforce_metadata = False
     config.RedactFeedback.enabled = True   # nbconvert preprocessors are off unless enabled
+    config.SubmittedOutputs.enabled = True
+    config.SubmittedOutputs.submitted = str(submitted)
     config.SanitizeHTML.enabled = True
     config.RedactFeedback.hidden_lines = sorted(
         set().union(*(hidden_test_lines(p) for p in source_notebooks if p.exists())))
     config.HTMLExporter.sanitize_html = True
 
 
-__all__ = ["REDACTED", "RedactFeedback", "configure_feedback", "hidden_test_lines"]
+__all__ = ["REDACTED", "RedactFeedback", "SubmittedOutputs", "configure_feedback",
+           "hidden_test_lines"]

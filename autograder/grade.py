@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterator
 
-from . import course, isolation
+from . import caches, course, isolation, records, resources
 from .gradebook import merge, prepare
 from .intake import Submission, collect, unpacking
 from .integrity import flag_notes, task_flags
@@ -41,7 +41,7 @@ from .report import GradeRow, add_notes, failure_page, summary, write_grades
 
 __all__ = ["GradeRow", "GradingInterrupted", "Settings", "grade"]
 
-VERSION = 3  # bump when grading itself changes, so that a re-run regrades everything
+VERSION = 4  # bump when grading itself changes, so that a re-run regrades everything
 #: Outcomes a re-run keeps; "not graded" and "timed out" are tried again.
 FINAL = ("graded", "unreadable")
 MIN_MEMORY_MB = 384
@@ -51,24 +51,36 @@ NO_SANDBOX = "NONE (--no-sandbox): student code ran with the grader's own permis
 
 @dataclass(frozen=True)
 class Settings:
-    """Limits for every submission: seconds per cell, kernel MB, and the wall-clock limit of
-    one whole submission (default: 20 cells' worth of timeouts plus five minutes)."""
+    """Limits for every submission: ``timeout`` seconds of CPU time per cell (all the kernel's
+    processes), ``wall_timeout`` seconds of wall-clock time per cell as a backstop (default
+    three times the CPU limit plus 30 s, so a busy machine never counts against a student),
+    kernel MB, and the wall-clock limit of one whole submission (default: 20 cells' worth of
+    backstops plus five minutes)."""
 
     timeout: int = 60
     memory_mb: int = 2048
     submission_limit_s: float | None = None
     sandbox: bool = True
+    wall_timeout: int | None = None
 
     def __post_init__(self) -> None:
         if self.timeout < 1:
             raise ValueError(f"--timeout must be at least 1 s, got {self.timeout}")
+        if self.wall_timeout is not None and self.wall_timeout < self.timeout:
+            raise ValueError(f"--wall-timeout ({self.wall_timeout} s) must be at least "
+                             f"--timeout ({self.timeout} s of CPU time)")
         if self.memory_mb < 0 or 0 < self.memory_mb < MIN_MEMORY_MB:
             raise ValueError(f"--memory must be 0 (no limit) or at least {MIN_MEMORY_MB} MB: an "
                              f"idle kernel with numpy takes about 250 MB; got {self.memory_mb}")
 
     @property
+    def wall_s(self) -> int:
+        return self.wall_timeout or 3 * self.timeout + 30
+
+    @property
     def limit_s(self) -> float:
-        return self.submission_limit_s or 20 * self.timeout + 300
+        # a notebook may be run twice with doubled limits when the machine was busy
+        return self.submission_limit_s or 2 * (20 * self.wall_s) + 300
 
 
 class GradingInterrupted(RuntimeError):
@@ -90,10 +102,13 @@ class Task:
 
 def grade(submissions: Path, out: Path, *, jobs: int = 1, timeout: int | None = None,
           memory_mb: int | None = None, progress: bool = True,
-          settings: Settings | None = None) -> tuple[list[GradeRow], list[str]]:
+          settings: Settings | None = None,
+          students: list[str] | None = None) -> tuple[list[GradeRow], list[str]]:
     """Grade every submission under ``submissions`` into ``out``; return the rows and problems.
 
-    ``timeout`` (s per cell) and ``memory_mb`` override the defaults; or pass ``settings``."""
+    ``timeout`` (CPU s per cell) and ``memory_mb`` override the defaults; or pass ``settings``.
+    ``students``: grade only these (again, even when an earlier run graded them), keeping
+    everyone else's row as it is."""
     if settings is None:
         given = {"timeout": timeout, "memory_mb": memory_mb}
         settings = Settings(**{k: v for k, v in given.items() if v is not None})
@@ -101,6 +116,7 @@ def grade(submissions: Path, out: Path, *, jobs: int = 1, timeout: int | None = 
         raise ValueError(f"jobs must be at least 1, got {jobs}")
     isolation_used = isolation.check() if settings.sandbox else NO_SANDBOX
     isolation.sweep_orphan_sockets()   # left by a grader that was killed outright
+    resources.sweep_orphans()
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     _mark_private(out)
@@ -111,7 +127,12 @@ def grade(submissions: Path, out: Path, *, jobs: int = 1, timeout: int | None = 
                     if tasks else None)
         journal = Journal(out / "journal.jsonl")
         specs = {(s.assignment, s.name): s for s in course.notebook_specs()}
-        rows, todo = _plan(tasks, journal, settings, specs, out)
+        if students:
+            unknown = sorted(set(students) - {t.student for t in tasks})
+            if unknown:
+                raise ValueError(f"--student {', '.join(unknown)}: no such student among the "
+                                 f"submissions (there are {len(tasks)} tasks)")
+        rows, todo = _plan(tasks, journal, settings, specs, out, set(students or ()))
         bar = Progress(len(tasks), len(tasks) - len(todo), stream=None if progress else _Null())
         try:
             _run(todo, jobs, settings, out, template, journal, rows, bar, isolation_used)
@@ -125,14 +146,21 @@ def grade(submissions: Path, out: Path, *, jobs: int = 1, timeout: int | None = 
 
 
 def _plan(tasks: list[Task], journal: Journal, settings: Settings, specs: dict,
-          out: Path) -> tuple[dict[str, GradeRow], list[tuple[Task, str]]]:
+          out: Path, again: set[str] = frozenset()
+          ) -> tuple[dict[str, GradeRow], list[tuple[Task, str]]]:
     """Rows already settled (graded in an earlier run, or files that are not notebooks), and
-    the tasks left to grade with their fingerprints."""
+    the tasks left to grade with their fingerprints. When ``again`` names students, only they
+    are graded (again); the others keep their journal rows."""
     rows, todo = {}, []
     for task in tasks:
         fingerprint = _fingerprint(task, settings)
         entry = journal.get(task.key)
-        if entry and entry["fingerprint"] == fingerprint and entry["row"]["status"] in FINAL:
+        if again and task.student not in again:
+            if entry:
+                rows[task.key] = GradeRow(**entry["row"])
+            continue
+        if not again and entry and entry["fingerprint"] == fingerprint \
+                and entry["row"]["status"] in FINAL:
             rows[task.key] = GradeRow(**entry["row"])
         elif not any(f.unreadable is None for f in task.files):
             rows[task.key] = _unreadable(task, specs, out)
@@ -190,42 +218,45 @@ def _run(todo: list, jobs: int, settings: Settings, out: Path, template: Path | 
          journal: Journal, rows: dict[str, GradeRow], bar: Progress, isolation_used: str) -> None:
     by_key = {task.key: (task, fingerprint) for task, fingerprint in todo}
 
-    def finished(payload: dict, result: dict) -> None:
-        task, fingerprint = by_key[payload["key"]]
+    def finished(payload: records.Task, result: records.Result) -> None:
+        task, fingerprint = by_key[payload.key]
         row = _finish(task, result, out)
         row.sandbox = isolation_used
-        journal.add(task.key, fingerprint, row, result.get("seconds"))
+        journal.add(task.key, fingerprint, row, result.seconds)
         rows[task.key] = row
         bar.end(task.key, f"{row.status}, {row.auto_score:g}/{row.max_auto_score:g}")
 
     payloads = [_payload(task, settings, out, template) for task, _ in todo]
     (out / "work").mkdir(parents=True, exist_ok=True)
+    if settings.sandbox and todo:   # once here, rather than in every kernel (caches.py)
+        caches.matplotlib_cache(out / "work" / "cache" / "matplotlib")
     pool = Pool(jobs=jobs, logs=out / "work", limit_s=settings.limit_s, done=finished,
-                started=lambda payload: bar.begin(payload["key"]))
+                started=lambda payload: bar.begin(payload.key))
     pool.run(payloads)
 
 
-def _payload(task: Task, settings: Settings, out: Path, template: Path | None) -> dict:
+def _payload(task: Task, settings: Settings, out: Path, template: Path | None
+             ) -> records.Task:
     digest = hashlib.sha1(task.key.encode()).hexdigest()[:12]
-    return {"key": task.key, "student": task.student, "assignment": task.assignment,
-            "notebooks": {f.notebook: str(f.path) for f in task.files},
-            "notes": [n for f in task.files for n in f.notes],
-            "work": str(out / "work" / digest), "template": str(template),
-            "release": str(out / "release"), "timeout": settings.timeout,
-            "memory_mb": settings.memory_mb, "sandbox": settings.sandbox}
+    return records.Task(
+        key=task.key, student=task.student, assignment=task.assignment,
+        notebooks={f.notebook: str(f.path) for f in task.files},
+        notes=[n for f in task.files for n in f.notes], work=str(out / "work" / digest),
+        template=str(template), release=str(out / "release"), timeout=settings.timeout,
+        wall_timeout=settings.wall_s, memory_mb=settings.memory_mb, sandbox=settings.sandbox)
 
 
-def _finish(task: Task, result: dict, out: Path) -> GradeRow:
+def _finish(task: Task, result: records.Result, out: Path) -> GradeRow:
     """Merge a worker's result into the cohort: gradebook, files, feedback notes."""
-    work = Path(result["work"])
+    work = Path(result.work)
     row = _base_row(task, out)
-    row.status, row.notes = result["status"], result["notes"]
+    row.status, row.notes = result.status, list(result.notes)
     row.flags = task_flags(task.files, task.assignment,
                            work / "autograded" / task.student / task.assignment)
-    if result["status"] == "graded":
+    if result.status == "graded":
         for name in ("score", "max_score", "auto_score", "max_auto_score", "needs_manual_grade",
                      "questions"):
-            setattr(row, name, result[name])
+            setattr(row, name, getattr(result, name))
         merge(out / "gradebook.db", work / "gradebook.db", task.student, task.assignment,
               row.lms_id)
         for step in ("submitted", "autograded", "feedback"):
@@ -273,8 +304,8 @@ def _replace_tree(source: Path, target: Path) -> None:
 
 def _fingerprint(task: Task, settings: Settings) -> str:
     """Changes when a file, the chapter's instructor notebook or a setting changes."""
-    digest = hashlib.sha256(json.dumps([VERSION, settings.timeout, settings.memory_mb,
-                                        settings.sandbox]).encode())
+    digest = hashlib.sha256(json.dumps([VERSION, settings.timeout, settings.wall_s,
+                                        settings.memory_mb, settings.sandbox]).encode())
     for f in sorted(task.files, key=lambda f: f.notebook):
         digest.update(f.notebook.encode())
         digest.update(f.path.read_bytes())

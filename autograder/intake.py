@@ -53,6 +53,9 @@ COPY_SUFFIX = re.compile(r"(?:-(?P<dash>\d+)|\s*\((?P<paren>\d+)\)|[-\s]copy(?P<
 MAX_FILE_BYTES = 100 * 2**20
 MAX_ZIP_BYTES = 4 * 2**30
 MAX_NAME_BYTES = 255  # the longest file or folder name Linux file systems accept
+#: Levels of JSON nesting a notebook may have (a real one has about 10, widget state included);
+#: deeper ones would exhaust Python's recursion in nbformat, nbgrader or json itself.
+MAX_DEPTH = 100
 
 
 @dataclass
@@ -115,7 +118,11 @@ def collect(source: Path, scratch: Path, skip: Path | None = None) -> Intake:
         if any(part in LITTER or part.startswith("._") for part in parts):
             continue
         origin = label + "/".join(parts)
-        submission, why = _map_file(path, parts, specs)
+        try:
+            submission, why = _map_file(path, parts, specs)
+        except Exception as error:  # noqa: BLE001 - one file's trouble, never the cohort's
+            submission, why = None, f"could not be read ({type(error).__name__}: {error}); " \
+                "not graded"
         if submission is None:
             problems.append(f"{origin}: {why}")
         else:
@@ -228,6 +235,8 @@ def read_notebook(path: Path) -> tuple[dict | None, str | None]:
     text = data.decode("utf-8-sig")
     try:
         notebook = json.loads(text)
+    except RecursionError:
+        return None, f"corrupt notebook: its JSON is nested deeper than {MAX_DEPTH} levels"
     except json.JSONDecodeError as err:
         if text.lstrip()[:1] in "{[":
             return None, (f"corrupt notebook: invalid JSON ({err.msg}: line {err.lineno}, "
@@ -235,7 +244,25 @@ def read_notebook(path: Path) -> tuple[dict | None, str | None]:
                           "outside Jupyter")
         first = text.strip().splitlines()[0][:60]
         return None, f"not a notebook: plain text starting {first!r}"
+    if _deeper_than(notebook, MAX_DEPTH):
+        return None, f"corrupt notebook: its JSON is nested deeper than {MAX_DEPTH} levels"
     return _as_notebook(notebook)
+
+
+def _deeper_than(data: object, limit: int) -> bool:
+    """Whether JSON ``data`` nests lists and objects more than ``limit`` levels deep (walked
+    without recursion, so no depth can crash the walk itself)."""
+    stack = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        children = value.values() if isinstance(value, dict) else \
+            value if isinstance(value, list) else ()
+        for child in children:
+            if isinstance(child, (dict, list)):
+                if depth + 1 > limit:
+                    return True
+                stack.append((child, depth + 1))
+    return False
 
 
 def _binary_kind(data: bytes) -> str | None:

@@ -15,7 +15,14 @@ relies on. A submission is flagged when a cell
   and AST transformers, display hooks; the ``%config`` or ``%load_ext`` magics);
 - uses the tools such tampering needs: ``exec``/``eval``/``compile``/``__import__``, writes to
   ``globals()``, ``vars(...)`` or ``__dict__``, frame and code objects (``__code__``,
-  ``f_globals``, ``sys._getframe``), ``ctypes``, ``gc`` or ``importlib``.
+  ``f_globals``, ``sys._getframe``), ``ctypes``, ``gc`` or ``importlib``;
+- assigns or deletes an attribute of any module (``math.isclose = ...``), or reaches one by a
+  computed name (``getattr(m, "is" + "close")``, ``setattr``, ``delattr``);
+- reads the notebook's history (``In``, ``Out``, ``_ih``, ``_i3``, ``%history``), reaches the
+  kernel object (``get_ipython()`` other than for ordinary magics, ``IPython``/``ipykernel``
+  internals, ``import __main__``), or writes a Python file (which an import would then run
+  without review);
+- uses a private name of tinyprof (``tp.abtest._timed_rounds``).
 
 The hidden tests add a runtime check (tinyprof.testing): helpers the notebook rebound are put
 back and announced with ``tinyprof.testing.MARK`` on stdout, and notebook code planted where
@@ -30,6 +37,7 @@ import ast
 import builtins
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from . import course
@@ -65,6 +73,10 @@ WRITERS = frozenset({"update", "setdefault", "pop", "popitem", "clear", "__setit
                      "__delitem__"})
 FRAMES = frozenset({"currentframe", "stack", "getouterframes", "getinnerframes", "trace"})
 RUNTIME_ERROR = "TamperingDetected"
+#: IPython's names for the notebook's input and output history.
+HISTORY = frozenset({"In", "Out", "_ih", "_oh", "_i", "_ii", "_iii", "_dh", "_exit_code"})
+#: Attributes of the IPython and ipykernel modules a notebook may use.
+IPYTHON_PUBLIC = frozenset({"display", "version_info", "__version__"})
 
 
 @dataclass(frozen=True)
@@ -129,6 +141,15 @@ def runtime_flags(autograded: dict) -> list[str]:
 
     cells: dict[str, list[str]] = {}
     for number, cell in enumerate(autograded.get("cells", []), 1):
+        record = cell.get("metadata", {}).get("tinyprof", {})
+        record = record if isinstance(record, dict) else {}
+        review = [str(line) for line in record.get("review", []) if isinstance(line, str)]
+        for message in review:   # the grader's own sentences (execute.py, judge.py)
+            label = _label(cell, number).removeprefix("cell ")
+            if label not in cells.setdefault(message, []):
+                cells[message].append(label)
+        if "verdict" in record:   # decided by the judge: the kernel's outputs are not evidence
+            continue
         for output in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
             found = []
             if output.get("output_type") == "error" and output.get("ename") == RUNTIME_ERROR:
@@ -305,6 +326,8 @@ def _kind_of_import(target: str) -> str | None:
         return "ipython-module"
     if module == "os" and ":" not in target:
         return "os"
+    if ":" not in target:
+        return "module:" + module
     return None
 
 
@@ -346,8 +369,20 @@ class _Review(ast.NodeVisitor):
                                     "import or how cells run")
 
     def _imports(self, node: ast.AST, modules: list[str]) -> None:
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "tinyprof":
+            for alias in node.names:
+                if _private(alias.name):
+                    self.flag(node, f"imports {node.module}.{alias.name}, a private name of "
+                                    "tinyprof")
         for module in modules:
+            if module == "__main__":
+                self.flag(node, "imports __main__, the notebook's own namespace")
+            if module.startswith("tinyprof.") and any(_private(p) for p in module.split(".")):
+                self.flag(node, f"imports {module}, a private module of tinyprof")
             root = module.split(".")[0]
+            if root and not _installed(root):
+                self.flag(node, f"imports {root}, which the course environment does not have "
+                                "(a file the notebook wrote itself?)")
             if root in TOOL_MODULES:
                 self.flag(node, f"imports {root}, which can rewrite the tests' environment")
             elif root in SYSTEM_MODULES:
@@ -357,6 +392,19 @@ class _Review(ast.NodeVisitor):
     def visit_Name(self, node: ast.Name) -> None:
         if node.id == "__builtins__":
             self.flag(node, "uses __builtins__")
+        elif _history_name(node.id) and isinstance(node.ctx, ast.Load):
+            self.flag(node, f"reads {node.id}, the notebook's input/output history (where the "
+                            "tests' code would be)")
+        elif node.id == "get_ipython" and not self._ordinary_magic(node):
+            self.flag(node, "reaches the kernel object (get_ipython())")
+
+    def _ordinary_magic(self, node: ast.AST) -> bool:
+        """``get_ipython().run_line_magic(...)`` as IPython writes ``%magic`` lines (the magic
+        itself is reviewed by _magic)."""
+        call = getattr(node, "_parent", None)
+        attribute = getattr(call, "_parent", None)
+        return isinstance(call, ast.Call) and isinstance(attribute, ast.Attribute) and \
+            attribute.attr in ("run_line_magic", "run_cell_magic")
 
     # calls
     def visit_Call(self, node: ast.Call) -> None:
@@ -374,12 +422,25 @@ class _Review(ast.NodeVisitor):
             kind = self.aliases.kind(node.args[0])
             if kind:
                 self.flag(node, f"{name}() on {_describe(kind)}")
+            elif len(node.args) > 1 and not _constant_string(node.args[1]):
+                self.flag(node, f"{name}() with a computed attribute name")
+        elif name == "getattr" and len(node.args) > 1:
+            kind = self.aliases.kind(node.args[0])
+            if kind and not _constant_string(node.args[1]):
+                self.flag(node, f"getattr() on {_describe(kind)} with a computed attribute "
+                                "name")
+            elif kind == "tinyprof" and _private(_constant_string(node.args[1]) or ""):
+                self.flag(node, f"uses a private name of tinyprof ({_dotted(node)})")
+        elif name == "open" and _writes_python(node):
+            self.flag(node, "writes a Python file, which an import would run without review")
         elif name == "globals":
             self._namespace_write(node, "globals()")
         elif name == "vars" and node.args and self.aliases.kind(node.args[0]):
             self.flag(node, f"uses vars() of {_describe(self.aliases.kind(node.args[0]))}")
 
     def _method_call(self, node: ast.Call, func: ast.Attribute) -> None:
+        if func.attr in ("write_text", "write_bytes") and _python_path(func.value):
+            self.flag(node, "writes a Python file, which an import would run without review")
         kind = self.aliases.kind(func.value)
         if kind == "ipython" and func.attr in IPYTHON_CALLS:
             self._magic(node, func.attr)
@@ -399,8 +460,14 @@ class _Review(ast.NodeVisitor):
             return
         first = node.args[0]
         name = first.value if isinstance(first, ast.Constant) else "?"
-        if name not in SAFE_MAGICS:
+        if name == "history":
+            self.flag(node, "runs %history, which reads the notebook's input history")
+        elif name not in SAFE_MAGICS:
             self.flag(node, f"runs the %{name} magic, which can change how later cells run")
+        if name == "writefile" and len(node.args) > 1 and \
+                str(getattr(node.args[1], "value", "")).strip().endswith((".py", ".pth")):
+            self.flag(node, "writes a Python file (%%writefile), which an import would run "
+                            "without review")
         if how == "run_cell_magic" and len(node.args) > 2 and \
                 isinstance(node.args[2], ast.Constant) and isinstance(node.args[2].value, str):
             body = _parse(node.args[2].value)
@@ -424,6 +491,12 @@ class _Review(ast.NodeVisitor):
             self._namespace_write(node, "a __dict__")
         writes = isinstance(node.ctx, (ast.Store, ast.Del))
         verb = "assigns" if isinstance(node.ctx, ast.Store) else "deletes"
+        if kind == "tinyprof" and _private(node.attr):
+            self.flag(node, f"uses {_dotted(node)}, a private name of tinyprof")
+        if kind == "ipython-module" and node.attr not in IPYTHON_PUBLIC:
+            self.flag(node, f"uses {_dotted(node)}, which reaches the kernel's internals")
+        if node.attr == "history_manager":
+            self.flag(node, "reads the notebook's history (history_manager)")
         if writes and kind:
             self.flag(node, f"{verb} {_dotted(node)} ({_describe(kind)})")
         elif writes and _through_class(node.value):
@@ -469,8 +542,53 @@ def _through_class(node: ast.AST) -> bool:
 
 
 def _describe(kind: str) -> str:
+    if kind.startswith("module:"):
+        return f"the module {kind[7:]}"
     return {"tinyprof": "tinyprof, which the tests rely on", "sys": "sys",
             "builtins": "builtins", "ipython": "IPython's shell"}.get(kind, kind)
+
+
+def _constant_string(node: ast.AST | None) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _history_name(name: str) -> bool:
+    return name in HISTORY or (len(name) > 2 and name.startswith(("_i", "_o"))
+                               and name[2:].isdigit())
+
+
+def _python_path(node: ast.AST) -> bool:
+    """``Path("x.py")``: a constant file name ending in .py or .pth."""
+    name = _constant_string(node.args[0]) if isinstance(node, ast.Call) and node.args else None
+    return name is not None and name.endswith((".py", ".pth"))
+
+
+def _writes_python(node: ast.Call) -> bool:
+    """``open("x.py", "w")``: a constant file name ending in .py or .pth opened to write (a
+    module written under a computed name is caught when it is imported: _installed)."""
+    mode = node.args[1] if len(node.args) > 1 else next(
+        (k.value for k in node.keywords if k.arg == "mode"), None)
+    mode_text = "r" if mode is None else (_constant_string(mode) or "w")
+    if not any(c in mode_text for c in "wax+"):
+        return False
+    name = _constant_string(node.args[0]) if node.args else None
+    return name is not None and name.endswith((".py", ".pth"))
+
+
+@lru_cache(maxsize=None)
+def _installed(module: str) -> bool:
+    """Whether the grading environment has ``module`` (a top-level name): a notebook that
+    imports one it does not have may be importing a file it wrote itself."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _dotted(node: ast.AST) -> str:

@@ -25,6 +25,8 @@ how to enable it.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import importlib.util
 import os
 import shutil
@@ -34,6 +36,9 @@ import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+
+from .caches import SANDBOX_MPLCONFIGDIR
+from .resources import running
 
 #: When the grader is root, each kernel runs as its own unprivileged uid from this range (no
 #: account needed), so that one kernel's processes never count against another's limit.
@@ -119,7 +124,7 @@ def _system_mounts() -> list[str]:
 
 def _environment(package_parent: Path) -> list[str]:
     env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": "/tmp",
-           "TMPDIR": "/tmp", "LANG": "C.UTF-8", "MPLCONFIGDIR": "/tmp/matplotlib",
+           "TMPDIR": "/tmp", "LANG": "C.UTF-8", "MPLCONFIGDIR": SANDBOX_MPLCONFIGDIR,
            "IPYTHONDIR": "/tmp/ipython", "JUPYTER_CONFIG_DIR": "/tmp/jupyter",
            "XDG_CACHE_HOME": "/tmp/cache",
            "PYTHONNOUSERSITE": "1", "PYTHONPATH": str(package_parent),
@@ -140,9 +145,12 @@ def _parents(paths: list[Path]) -> list[str]:
 
 
 def sandbox_command(command: list[str], *, scratch: Path, sockets: Path, limits: Limits,
-                    parent_pid: int) -> list[str]:
+                    parent_pid: int, cgroup_procs: list[Path] = (),
+                    font_cache: list[Path] = ()) -> list[str]:
     """``command`` (a kernel's argv) wrapped: bwrap with the mounts and namespaces of the module
-    docstring, then launcher.py with ``limits``, then the kernel."""
+    docstring, then launcher.py with ``limits``, then the kernel. The first process joins the
+    control group whose ``cgroup_procs`` files are given (resources.py) before bwrap starts;
+    ``font_cache`` files (caches.py) appear read-only in the kernel's MPLCONFIGDIR."""
     spec = importlib.util.find_spec("tinyprof")
     package_parent = (Path(spec.origin).resolve().parent.parent if spec and spec.origin
                       else Path("/"))
@@ -155,6 +163,9 @@ def sandbox_command(command: list[str], *, scratch: Path, sockets: Path, limits:
         args += ["--unshare-user"]
     args += _system_mounts()
     args += ["--perms", "1777", "--size", str(limits.scratch_mb * 2**20), "--tmpfs", "/tmp"]
+    args += ["--perms", "1777", "--dir", SANDBOX_MPLCONFIGDIR]
+    for cached in font_cache:
+        args += ["--ro-bind", str(cached), f"{SANDBOX_MPLCONFIGDIR}/{cached.name}"]
     args += _parents([*roots, scratch, sockets])
     for root in roots:
         args += ["--ro-bind", str(root), str(root)]
@@ -170,21 +181,67 @@ def sandbox_command(command: list[str], *, scratch: Path, sockets: Path, limits:
                 "--parent-pid", "0"]
     if running_as_root():
         launcher += ["--uid", str(kernel_uid())]
+    if seccomp_available():
+        launcher += ["--no-userns", "1"]
     # bwrap ties itself to its parent only once its set-up is done; a grader killed in those
     # milliseconds would leave an orphan sandbox. launcher.py ties bwrap to the grader before
     # it starts (PR_SET_PDEATHSIG survives exec), and exits if the grader is already gone.
-    guard = [sys.executable, "-S", str(launcher_file), "--parent-pid", str(parent_pid), "--"]
+    guard = [sys.executable, "-S", str(launcher_file), "--parent-pid", str(parent_pid)]
+    for procs in cgroup_procs:
+        guard += ["--cgroup", str(procs)]
+    guard.append("--")
     return guard + args + ["--", *launcher, "--", *command]
+
+
+@lru_cache(maxsize=1)
+def seccomp_available() -> bool:
+    """Whether libseccomp is on this machine (launcher.py's ``--no-userns`` filter needs it)."""
+    return ctypes.util.find_library("seccomp") is not None
+
+
+#: Set by :func:`private_mounts`: socket folders are then small tmpfs mounts of this process.
+_private_mounts = False
+CLONE_NEWNS, MS_REC, MS_PRIVATE, MNT_DETACH = 0x00020000, 0x4000, 0x40000, 2
+#: The tmpfs of one kernel's socket folder: its sockets, its connection file, little else.
+SOCKETS_TMPFS = "size=256k,nr_inodes=64,mode=0700"
+
+
+def private_mounts() -> bool:
+    """Give this process (a grading worker) a mount namespace of its own, so that each
+    kernel's socket folder can be a small tmpfs (SOCKETS_TMPFS) that no other process sees and
+    that vanishes with this process, however it ends. Root only; False where not possible."""
+    global _private_mounts
+    if not running_as_root() or not sys.platform.startswith("linux"):
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(CLONE_NEWNS) != 0 or libc.mount(None, b"/", None, MS_REC | MS_PRIVATE,
+                                                    None) != 0:
+        return False
+    _private_mounts = True
+    return True
 
 
 def new_sockets_folder() -> Path:
     """A new folder for one kernel's sockets, named after this process (the grading worker
     that owns it): private to the grader and, when the kernel runs as its own uid, handed to
-    that uid."""
+    that uid. Under :func:`private_mounts` it is a tmpfs of SOCKETS_TMPFS, so a kernel cannot
+    fill the host's disk through it."""
     folder = Path(tempfile.mkdtemp(prefix=f"{SOCKETS_PREFIX}{os.getpid()}-"))
+    if _private_mounts:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.mount(b"tmpfs", str(folder).encode(), b"tmpfs", 0,
+                      SOCKETS_TMPFS.encode()) != 0:
+            raise OSError(ctypes.get_errno(), f"cannot mount a tmpfs on {folder}")
     if running_as_root():
         os.chown(folder, kernel_uid(), kernel_uid())
     return folder
+
+
+def remove_sockets_folder(folder: Path) -> None:
+    """Delete a kernel's socket folder (unmounting its tmpfs first)."""
+    if _private_mounts:
+        ctypes.CDLL(None, use_errno=True).umount2(str(folder).encode(), MNT_DETACH)
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def sweep_orphan_sockets(root: Path | None = None) -> list[Path]:
@@ -198,27 +255,10 @@ def sweep_orphan_sockets(root: Path | None = None) -> list[Path]:
     for folder in Path(root or tempfile.gettempdir()).glob(f"{SOCKETS_PREFIX}*-*"):
         owner = folder.name[len(SOCKETS_PREFIX):].split("-", 1)[0]
         if (not folder.is_symlink() and folder.is_dir() and owner.isdigit()
-                and not _running(int(owner))):
+                and not running(int(owner))):
             shutil.rmtree(folder, ignore_errors=True)
             removed.append(folder)
     return removed
-
-
-def _running(pid: int) -> bool:
-    """Whether process ``pid`` still runs. A zombie does not: a worker killed with its grader
-    is re-parented, and until the new parent reaps it (a second or more under some inits)
-    signals still reach it."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:       # another user's
-        pass
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")   # zombie, dead
 
 
 @lru_cache(maxsize=1)

@@ -1,5 +1,6 @@
 """Start a student's kernel inside limits: ``python -S launcher.py --memory-mb N
---address-space-mb A --processes P --file-mb F [--uid U] --parent-pid PID -- KERNEL COMMAND...``
+--address-space-mb A --processes P --file-mb F [--uid U] [--no-userns 1] [--cgroup FILE]...
+--parent-pid PID -- KERNEL COMMAND...``
 (standard library only; run as a script, then exec'd away, so the kernel keeps this process id).
 In the sandbox (isolation.py) this is the first thing that runs; without it, the same limits
 apply to an unsandboxed kernel.
@@ -17,6 +18,14 @@ apply to an unsandboxed kernel.
   OpenBLAS maps a buffer of about 40 MB per thread it starts, one per core.
 - The kernel is killed when the grading process that started it dies (``PR_SET_PDEATHSIG``);
   in the sandbox bwrap's ``--die-with-parent`` does this instead (``--parent-pid 0``).
+- ``--cgroup FILE`` (repeatable): join a control group first (resources.py), by writing this
+  process's id into the group's ``cgroup.procs``; everything started after, the sandbox
+  included, is counted in it.
+- ``--no-userns 1``: a seccomp filter (libseccomp, the library behind Docker's and systemd's
+  filters) refuses new user namespaces (``unshare``, ``clone``), ``setns``, and the kernel
+  interfaces a notebook never needs and sandbox escapes often use (keyrings, BPF, perf events,
+  userfaultfd, io_uring, ptrace). Without a user namespace a process cannot mount a file system
+  of its own, such as a private tmpfs outside the sandbox's limits.
 """
 
 from __future__ import annotations
@@ -70,14 +79,78 @@ def become(uid: int) -> None:
         raise SystemExit(f"launcher: could not become uid {uid}")
 
 
+CLONE_NEWUSER = 0x10000000
+SCMP_ACT_ALLOW = 0x7FFF0000
+SCMP_CMP_MASKED_EQ = 7
+#: System calls refused outright (errno EPERM): other namespaces, and kernel interfaces that
+#: no chapter needs and that sandbox escapes often go through.
+REFUSED_CALLS = ("setns", "keyctl", "add_key", "request_key", "bpf", "perf_event_open",
+                 "userfaultfd", "io_uring_setup", "ptrace", "process_vm_readv",
+                 "process_vm_writev", "kexec_load", "init_module", "finit_module")
+
+
+def _errno(number: int) -> int:
+    return 0x00050000 | (number & 0xFFFF)   # SCMP_ACT_ERRNO(number)
+
+
+def refuse_user_namespaces() -> None:
+    """Install the seccomp filter of ``--no-userns`` (see the module docstring) in this process;
+    it is inherited by everything it starts. clone3 answers ENOSYS, so that the C library falls
+    back to clone, whose flags the filter can read."""
+    import errno
+
+    class Compare(ctypes.Structure):   # struct scmp_arg_cmp
+        _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int),
+                    ("datum_a", ctypes.c_uint64), ("datum_b", ctypes.c_uint64)]
+
+    lib = ctypes.CDLL("libseccomp.so.2", use_errno=True)
+    lib.seccomp_init.restype = ctypes.c_void_p
+    lib.seccomp_init.argtypes = [ctypes.c_uint32]
+    lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int,
+                                           ctypes.c_uint, ctypes.POINTER(Compare)]
+    lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
+    lib.seccomp_load.argtypes = [ctypes.c_void_p]
+    context = lib.seccomp_init(SCMP_ACT_ALLOW)
+    if not context:
+        raise OSError("seccomp_init failed")
+
+    def rule(action: int, name: str, *compare: Compare) -> None:
+        number = lib.seccomp_syscall_resolve_name(name.encode())
+        if number < 0:   # not a system call on this architecture
+            return
+        array = (Compare * len(compare))(*compare) if compare else None
+        if lib.seccomp_rule_add_array(context, action, number, len(compare), array) != 0:
+            raise OSError(f"seccomp: cannot add a rule for {name}")
+
+    new_user = Compare(0, SCMP_CMP_MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER)
+    rule(_errno(errno.EPERM), "unshare", new_user)
+    rule(_errno(errno.EPERM), "clone", new_user)
+    rule(_errno(errno.ENOSYS), "clone3")
+    for name in REFUSED_CALLS:
+        rule(_errno(errno.EPERM), name)
+    if lib.seccomp_load(context) != 0:
+        raise OSError("seccomp_load failed")
+
+
+def join_groups(procs_files: list[str]) -> None:
+    """Move this process into the control groups whose ``cgroup.procs`` files are given."""
+    for path in procs_files:
+        with open(path, "w") as handle:
+            handle.write(str(os.getpid()))
+
+
 def main(argv: list[str]) -> None:
     """Parse the options before ``--``, apply the limits, exec the command after it."""
     split = argv.index("--")
     options, command = argv[:split], argv[split + 1:]
-    values = {key: int(value) for key, value in zip(options[::2], options[1::2])}
+    pairs = list(zip(options[::2], options[1::2]))
+    values = {key: int(value) for key, value in pairs if key != "--cgroup"}
+    join_groups([value for key, value in pairs if key == "--cgroup"])
     die_with_parent(values.get("--parent-pid", 0))
     limit_memory(values.get("--memory-mb", 0), values.get("--address-space-mb", 0))
     limit_processes_and_files(values.get("--processes", 0), values.get("--file-mb", 0))
+    if values.get("--no-userns"):
+        refuse_user_namespaces()
     if "--uid" in values:
         become(values["--uid"])
     for name in THREAD_VARIABLES:

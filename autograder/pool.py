@@ -9,7 +9,6 @@ If the grading process itself is killed, the workers receive SIGKILL from Linux
 
 from __future__ import annotations
 
-import json
 import os
 import selectors
 import signal
@@ -17,11 +16,12 @@ import subprocess
 import sys
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, TextIO
 
 from . import course
+from .records import RecordError, Result, Task
 
 
 class Worker:
@@ -34,20 +34,20 @@ class Worker:
             [sys.executable, "-m", "autograder.worker", str(os.getpid())],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True,
             encoding="utf-8", cwd=course.REPO_ROOT, start_new_session=True)
-        self.task: dict | None = None
+        self.task: Task | None = None
         self.started = 0.0
 
-    def send(self, task: dict) -> None:
+    def send(self, task: Task) -> None:
         self.task, self.started = task, time.monotonic()
-        self.process.stdin.write(json.dumps(task, ensure_ascii=False) + "\n")
+        self.process.stdin.write(task.to_line() + "\n")
         self.process.stdin.flush()
 
-    def receive(self) -> dict | None:
+    def receive(self) -> Result | None:
         """The finished task's result, or None if the worker died."""
         line = self.process.stdout.readline()
         try:
-            return json.loads(line) if line else None
-        except json.JSONDecodeError:  # cut short: the worker died while answering
+            return Result.from_line(line) if line else None
+        except RecordError:  # cut short: the worker died while answering
             return None
 
     def stop(self, kill: bool = False) -> None:
@@ -73,12 +73,12 @@ class Pool:
     jobs: int
     logs: Path
     limit_s: float
-    done: Callable[[dict, dict], None]
-    started: Callable[[dict], None] = lambda task: None
+    done: Callable[[Task, Result], None]
+    started: Callable[[Task], None] = lambda task: None
     _workers: list[Worker] = field(default_factory=list)
     _spawned: int = 0
 
-    def run(self, tasks: list[dict]) -> None:
+    def run(self, tasks: list[Task]) -> None:
         pending = deque(tasks)
         selector = selectors.DefaultSelector()
         try:
@@ -110,7 +110,7 @@ class Pool:
             if idle is None:
                 return
             task = pending.popleft()
-            if not task.get("retried"):
+            if not task.retried:
                 self.started(task)
             idle.send(task)
 
@@ -123,18 +123,18 @@ class Pool:
             worker.task = None
             if result is None:
                 self._replace(worker, selector)
-                if not task.get("retried"):
-                    pending.appendleft({**task, "retried": True})
+                if not task.retried:
+                    pending.appendleft(replace(task, retried=True))
                     continue
-                result = {"work": task["work"], "status": "not graded", "notes": [
-                    "the grading process crashed twice on this submission"]}
+                result = Result(task.work, "not graded", [
+                    "the grading process crashed twice on this submission"])
             self.done(task, result)
         now = time.monotonic()
         for worker in [w for w in self._workers if w.task and now - w.started > self.limit_s]:
             task = worker.task
             self._replace(worker, selector)
-            self.done(task, {"work": task["work"], "status": "timed out", "notes": [
-                f"grading took longer than {self.limit_s:.0f} s in all and was stopped"]})
+            self.done(task, Result(task.work, "timed out", [
+                f"grading took longer than {self.limit_s:.0f} s in all and was stopped"]))
 
 
 class Progress:

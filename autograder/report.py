@@ -70,9 +70,17 @@ def _explain(output: dict, timeout: int, memory_mb: int) -> str | None:
     ename, evalue = output.get("ename", ""), output.get("evalue", "")
     if ename == TIMEOUT_ENAME:
         if "did not stop" in evalue:
-            return (f"ran past the {timeout} s limit per cell and ignored the interrupt; the "
-                    "kernel was restarted and the notebook run again without this cell")
-        return f"ran past the {timeout} s limit per cell (an endless loop?) and was interrupted"
+            return (f"used more than the {timeout} s of CPU time a cell may use and ignored the "
+                    "interrupt; the kernel was restarted and the notebook run again without "
+                    "this cell")
+        if "waited" in evalue:
+            return ("waited past the wall-clock limit twice while using little CPU time (it "
+                    "sleeps or waits, or the machine was overloaded): interrupted, and flagged "
+                    "for review")
+        if "wall-clock" in evalue:
+            return "ran past the wall-clock limit per cell and was interrupted"
+        return (f"used more than the {timeout} s of CPU time a cell may use (an endless loop?) "
+                "and was interrupted")
     if ename == DIED_ENAME:
         found = re.search(r"\((.*)\)\.", evalue)
         how = f" ({found.group(1)})" if found else ""
@@ -139,13 +147,37 @@ def write_grades(rows: list[GradeRow], path: Path, order: list[str] = ()) -> Non
         writer = csv.writer(handle)
         writer.writerow(BASE_COLUMNS + questions + EXTRA_COLUMNS)
         for row in sorted(rows, key=lambda r: (r.assignment, r.student)):
-            writer.writerow([
-                row.student, row.assignment, _fmt(row.score), _fmt(row.max_score),
-                _fmt(row.auto_score), _fmt(row.max_auto_score),
+            # a submission the grader could not finish has no score yet, rather than 0
+            scored = row.status in ("graded", "unreadable")
+            writer.writerow([inert(cell) for cell in [
+                row.student, row.assignment, _fmt(row.score if scored else None),
+                _fmt(row.max_score), _fmt(row.auto_score if scored else None),
+                _fmt(row.max_auto_score),
                 "yes" if row.needs_manual_grade else "no", row.status,
                 *(_fmt(row.questions.get(q)) for q in questions),
                 row.lms_id, "yes" if row.late else "no", row.submitted, " | ".join(row.flags),
-                row.sandbox, " | ".join(row.notes)])
+                row.sandbox, " | ".join(row.notes)]])
+
+
+#: A spreadsheet evaluates a cell that starts with one of these as a formula (OWASP's CSV
+#: injection rule: =, +, -, @, tab and carriage return).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def inert(text: str) -> str:
+    """``text`` as a spreadsheet shows it without evaluating it: a leading formula character
+    gets a single quote before it (numbers, which the grader writes itself, are left alone)."""
+    if text.startswith(FORMULA_STARTS) and not _number(text):
+        return "'" + text
+    return text
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _fmt(value: float | None) -> str:

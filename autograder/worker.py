@@ -22,19 +22,23 @@ import sys
 import time
 import traceback
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
-from . import course, zmqpoll
+from . import caches, course, isolation, zmqpoll
 from .feedback import configure_feedback
 from .intake import read_notebook
 from .launcher import die_with_parent
+from .records import Result, Task
 from .repair import repair
 from .report import cell_notes
 
 
-def configure(work: Path, timeout: int, memory_mb: int, isolate: bool = True):
+def configure(work: Path, timeout: int, memory_mb: int, isolate: bool = True,
+              wall_timeout: int | None = None):
     """The course config pointed at ``work``, with the hardened (and, when ``isolate``,
-    sandboxed) Execute in the pipeline."""
+    sandboxed) Execute in the pipeline: ``timeout`` CPU seconds per cell, ``wall_timeout``
+    wall-clock seconds as the backstop."""
     from nbconvert.preprocessors import ClearMetadataPreprocessor
     from nbgrader.preprocessors import (
         AssignLatePenalties,
@@ -44,55 +48,62 @@ def configure(work: Path, timeout: int, memory_mb: int, isolate: bool = True):
         SaveAutoGrades,
     )
 
-    from .sandbox import GraderExecute
+    from .execute import GraderExecute
 
     config = course.load_config(root=str(work), source_directory=str(course.SOLUTIONS),
                                 db_url=f"sqlite:///{work / 'gradebook.db'}")
-    config.Execute.timeout = timeout
+    config.Execute.timeout = wall_timeout or 3 * timeout + 30
+    config.GraderExecute.cpu_limit = float(timeout)
     config.GraderExecute.memory_mb = memory_mb
     config.GraderExecute.isolate = isolate
+    config.GraderExecute.instructor_root = str(course.SOLUTIONS)
+    if isolate:
+        config.SandboxedKernelManager.font_cache = [
+            str(path) for path in caches.matplotlib_cache(work.parent / "cache" / "matplotlib")]
     config.Autograde.autograde_preprocessors = [
         GraderExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
         AssignLatePenalties, CheckCellMetadata]
     return config
 
 
-def grade_task(task: dict) -> dict:
+def grade_task(task: Task) -> Result:
     """Autograde and write feedback for one submission; return scores, notes and status."""
-    work, student, assignment = Path(task["work"]), task["student"], task["assignment"]
+    work, student, assignment = Path(task.work), task.student, task.assignment
     shutil.rmtree(work, ignore_errors=True)
     submitted = work / "submitted" / student / assignment
     submitted.mkdir(parents=True)
-    shutil.copy(task["template"], work / "gradebook.db")
-    notes = list(task.get("notes", []))
-    for name, path in task["notebooks"].items():
+    shutil.copy(task.template, work / "gradebook.db")
+    notes = list(task.notes)
+    for name, path in task.notebooks.items():
         notebook, why = read_notebook(Path(path))
         if notebook is None:
             notes.append(f"{name}: {why}; it counts as not handed in")
             continue
-        release = _load(Path(task["release"]) / assignment / name)
+        release = _load(Path(task.release) / assignment / name)
         fixed, fixes = repair(notebook, release, _load(course.SOLUTIONS / assignment / name))
         notes += fixes
         (submitted / name).write_text(json.dumps(fixed, ensure_ascii=False), encoding="utf-8")
-    result = {"work": str(work), "status": "graded", "notes": notes}
     with course.preserve_cwd():
-        config = configure(work, task["timeout"], task["memory_mb"], task.get("sandbox", True))
-        configure_feedback(config, [course.SOLUTIONS / assignment / n for n in task["notebooks"]])
+        config = configure(work, task.timeout, task.memory_mb, task.sandbox, task.wall_timeout)
+        configure_feedback(config, [course.SOLUTIONS / assignment / n for n in task.notebooks],
+                           submitted)
         nbgrader = course.api(config)
         graded = nbgrader.autograde(assignment, student, force=True, create=True)
         if not graded["success"]:
-            return {**result, "status": "not graded", "notes": notes + [
-                f"nbgrader could not grade it: {_cause(graded)}"]}
+            trouble = _trouble(graded)
+            why = (f"not graded because of the grader's own trouble: {trouble}" if trouble
+                   else f"nbgrader could not grade it: {_cause(graded)}")
+            return Result(str(work), "not graded", notes + [why])
         feedback = nbgrader.generate_feedback(assignment, student, force=True)
     if not feedback["success"]:
         notes.append(f"no feedback page: {_cause(feedback)}")
     from nbgrader.api import Gradebook
 
     with Gradebook(f"sqlite:///{work / 'gradebook.db'}", course.COURSE_ID) as gradebook:
-        result.update(scores(gradebook, student, assignment))
+        found = scores(gradebook, student, assignment)
     for path in sorted((work / "autograded" / student / assignment).glob("*.ipynb")):
-        notes += cell_notes(_load(path), result["questions"], task["timeout"], task["memory_mb"])
-    return result
+        notes += cell_notes(_load(path), found["questions"], task.timeout, task.memory_mb)
+    return Result(str(work), "graded", notes, **found)
 
 
 def scores(gradebook, student: str, assignment: str) -> dict:
@@ -115,6 +126,13 @@ def _cause(result: dict) -> str:
     return _last_line(text, r"^\s*[\w.]*(Error|Exception|Exit|Interrupt)\b(?<!NbGraderException)")
 
 
+def _trouble(result: dict) -> str | None:
+    """The reason of a GraderTrouble (execute.py) behind a failed nbgrader call, if any."""
+    text = "\n".join(filter(None, (result.get("log"), result.get("error"))))
+    found = re.findall(r"GraderTrouble: (.+)", text)
+    return found[-1].strip() if found else None
+
+
 def _last_line(text: str | None, pattern: str = "") -> str:
     lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
     chosen = [line for line in lines if re.search(pattern, line)] if pattern else lines
@@ -130,17 +148,18 @@ def serve(parent_pid: int) -> None:
     os.dup2(2, 1)  # whatever nbgrader or a library prints goes to the log, not to the parent
     course.ensure_tools_on_path()
     zmqpoll.install()
+    isolation.private_mounts()   # each kernel's socket folder becomes a small tmpfs of ours
     for line in sys.stdin:
-        task = json.loads(line)
+        task = Task.from_line(line)
         start = time.perf_counter()
         try:
             result = grade_task(task)
         except Exception:  # noqa: BLE001 - reported to the parent, which carries on
-            result = {"work": task["work"], "status": "not graded", "notes": [
-                f"the grader failed on it: {_last_line(traceback.format_exc())}"]}
+            result = Result(task.work, "not graded", [
+                f"the grader failed on it: {_last_line(traceback.format_exc())}"])
             traceback.print_exc()
-        result["seconds"] = round(time.perf_counter() - start, 3)
-        answers.write(json.dumps(result, ensure_ascii=False) + "\n")
+        result = replace(result, seconds=round(time.perf_counter() - start, 3))
+        answers.write(result.to_line() + "\n")
         answers.flush()
 
 

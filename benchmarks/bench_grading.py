@@ -25,6 +25,7 @@ import tempfile
 import time
 import warnings
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -32,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from autograder import course, samples  # noqa: E402
 from autograder.grade import Settings, grade  # noqa: E402
 from autograder.gradebook import prepare  # noqa: E402
+from autograder.records import Task  # noqa: E402
 from autograder.worker import grade_task  # noqa: E402
 
 
@@ -61,10 +63,11 @@ def one_notebook(scratch: Path, repeat: int) -> dict[str, float]:
     out = scratch / "prepared"
     out.mkdir()
     template = prepare(out, [samples.CHAPTER])
-    task = {"student": "ada", "assignment": samples.CHAPTER, "work": str(scratch / "task"),
-            "notebooks": {samples.NOTEBOOK: str(single / samples.NOTEBOOK)}, "notes": [],
-            "template": str(template), "release": str(out / "release"), "timeout": 60,
-            "memory_mb": 2048}
+    task = Task(key=f"ada/{samples.CHAPTER}", student="ada", assignment=samples.CHAPTER,
+                work=str(scratch / "task"),
+                notebooks={samples.NOTEBOOK: str(single / samples.NOTEBOOK)},
+                template=str(template), release=str(out / "release"), timeout=60,
+                wall_timeout=Settings().wall_s, memory_mb=2048)
     times: dict[str, list[float]] = {"bare nbclient execution": [],
                                      "nbclient, kernel in the sandbox": [],
                                      "autograde + feedback, no sandbox": [],
@@ -75,7 +78,7 @@ def one_notebook(scratch: Path, repeat: int) -> dict[str, float]:
         times["nbclient, kernel in the sandbox"].append(
             timed(bare_nbclient, notebook, single, sandboxed=True))
         times["autograde + feedback, no sandbox"].append(
-            timed(grade_task, {**task, "sandbox": False}))
+            timed(grade_task, replace(task, sandbox=False)))
         times["autograde + feedback, sandboxed"].append(timed(grade_task, task))
         times["grade() of a 1-submission cohort"].append(timed(
             grade, scratch / "single", scratch / f"one-{i}", progress=False))

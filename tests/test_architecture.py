@@ -30,7 +30,7 @@ LAYERS = [
     ("measuring", {"timing", "roofline", "layer_profiler", "bottlenecks", "scaling", "abtest",
                    "suite", "regression", "classic"}),
     ("present", {"plots", "widgets", "reports"}),
-    ("facade", {"profiler", "", "testing"}),
+    ("facade", {"profiler", "", "testing", "remote"}),
 ]
 RANK = {top: rank for rank, (_, tops) in enumerate(LAYERS) for top in tops}
 

@@ -25,6 +25,26 @@ def visible_tests(chapter: str, grade_id: str) -> str:
     raise LookupError(f"{chapter} has no cell {grade_id}")
 
 
+def chapter_helpers(chapter: str) -> str:
+    """The imports, functions and classes of a chapter's read-only cells (such as chapter 03's
+    ``someone_elses_trace``), which its test cells may use."""
+    import ast
+
+    (path,) = (SOLUTIONS / chapter).glob("*.ipynb")
+    kept = []
+    for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+        if cell["cell_type"] != "code" or cell["metadata"].get("nbgrader", {}).get("grade") \
+                or cell["metadata"].get("nbgrader", {}).get("solution"):
+            continue
+        try:
+            tree = ast.parse("".join(cell["source"]))
+        except SyntaxError:
+            continue
+        kept += [ast.unparse(node) for node in tree.body if isinstance(
+            node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef))]
+    return "\n".join(kept)
+
+
 MISTAKES = {
     "percentile, n-based position": ("04_latency", "test_percentile", """
         def percentile(samples, q):
@@ -88,6 +108,7 @@ MISTAKES = {
 def test_a_classic_mistake_gets_its_hint(mistake):
     chapter, grade_id, answer, hint = MISTAKES[mistake]
     namespace = {"np": np, "tp": tp, "expect": expect, "tracemalloc": tracemalloc}
+    exec(chapter_helpers(chapter), namespace)
     exec(textwrap.dedent(answer), namespace)
     try:
         with pytest.raises(AssertionError) as failure:

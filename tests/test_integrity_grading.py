@@ -66,14 +66,18 @@ def _with(first: str, answers: dict[str, str]) -> dict[str, str]:
     return merged
 
 
+#: What the grader says when the runtime check in the kernel (tinyprof.testing, opened there by
+#: the judge) reports tampering: its own sentence, never the kernel's.
+RUNTIME = ("cells test_linear_params, test_conv2d_params, test_attention_params, "
+           "test_count_model_parameters, test_parameter_memory_bytes: the runtime check in the "
+           "student's kernel found test machinery changed")
+
 #: student → (answers, tests that must score 0 or None when the score is not the point, the
 #: fragments every flag list must contain)
 COHORT = {
     "honest": (samples.solutions(), set(), []),
     "rebinder": (_with("expect = lambda *a, **k: None\n", DUMMY), set(TESTS), [
-        "cell linear_params, line 1: rebinds expect, a test helper the test cells use",
-        "cell test_linear_params: the hidden tests' runtime check: expect had been rebound by "
-        "the notebook"]),
+        "cell linear_params, line 1: rebinds expect, a test helper the test cells use"]),
     "patcher": (_with(PATCH_SWITCH, {**samples.solutions(), **DELEGATED}), set(TESTS[:4]), [
         "cell linear_params, line 4: assigns tinyprof.testing.reference_unavailable (tinyprof, "
         "which the tests rely on)"]),
@@ -81,24 +85,14 @@ COHORT = {
         "cell linear_params, line 5: uses sys.modules"]),
     "faketp": (_with(FAKE_TP, samples.solutions()), set(TESTS), [
         "cell linear_params, line 2: rebinds tp, a name the test cells use",
-        "cells test_linear_params, test_conv2d_params, test_attention_params, "
-        "test_count_model_parameters, test_parameter_memory_bytes: the hidden tests' runtime check "
-        "found tampering: the hidden tests cannot be trusted in this kernel: tp is not the "
-        "module 'tinyprof' that Python imported"]),
+        RUNTIME]),
     "shadow": (_with(SHADOW_TP, samples.solutions()), set(TESTS), [
         "cell linear_params, line 2: rebinds tp, a name the test cells use",
-        "cells test_linear_params, test_conv2d_params, test_attention_params, "
-        "test_count_model_parameters, test_parameter_memory_bytes: the hidden tests' runtime "
-        "check found tampering: the "
-        "hidden tests cannot be trusted in this kernel: tp was rebound (the set-up cell "
-        "imported it as tinyprof)"]),
+        RUNTIME]),
     "hooker": (_with(AST_HOOK, samples.solutions()), set(TESTS), [
         "cell linear_params, line 4: calls get_ipython().ast_transformers.append, IPython's "
         "machinery (hooks, transformers, events)",
-        "cells test_linear_params, test_conv2d_params, test_attention_params, "
-        "test_count_model_parameters, test_parameter_memory_bytes: the hidden tests' runtime check "
-        "found tampering: the hidden tests cannot be trusted in this kernel: IPython "
-        "ast_transformers holds notebook code"]),
+        RUNTIME]),
 }
 
 

@@ -25,6 +25,7 @@ This module cannot be reassigned (``tinyprof.testing.expect = ...`` raises Attri
 from __future__ import annotations
 
 import builtins
+import contextvars
 import importlib
 import math
 import os
@@ -42,12 +43,37 @@ OPEN_CLASSES = ("tinyprof.nn.Parameter", "tinyprof.nn.ShapeOnly")
 #: Printed by the hidden tests when they had to put a rebound helper back (the grader reads it).
 MARK = "[tinyprof integrity]"
 
+#: Set by the grader's judge while it runs a test cell outside the student's kernel.
+_JUDGE: contextvars.ContextVar[Any] = contextvars.ContextVar("tinyprof_judge", default=None)
+
+#: The grading machinery itself (this module, and the kernel's side of the grader's requests):
+#: never switched off, never reported as tinyprof's code.
+_GRADING_MODULES = frozenset({__name__, "tinyprof.remote"})
+
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _THIS_FILE = os.path.abspath(__file__)
 
 
 class ReferenceUnavailable(RuntimeError):
-    """Raised when an exercise calls the tinyprof function it is meant to re-implement."""
+    """Raised when an exercise calls the tinyprof function it is meant to re-implement.
+
+    ``route`` is the dotted name that was refused and ``kind`` what it is ("function",
+    "method" or "constructor"); the message is :func:`unavailable_message` of the two, so a
+    grader that receives only the name can say the same sentence."""
+
+    def __init__(self, route: str, kind: str = "function"):
+        self.route, self.kind = route, kind
+        super().__init__(unavailable_message(route, kind))
+
+
+def unavailable_message(route: str, kind: str = "function") -> str:
+    """What a student is told when ``route`` (a dotted name of kind ``kind``) is refused."""
+    if kind == "constructor":
+        return (f"building a {route} is switched off while your function is checked: compute "
+                "the answer from the formula yourself instead of building a tinyprof object "
+                "and asking it")
+    return (f"{route} is switched off while your function is checked: the exercise asks you to "
+            "compute this yourself rather than call tinyprof's own implementation")
 
 
 class TamperingDetected(RuntimeError):
@@ -71,9 +97,39 @@ def expect(got: Any, want: Any, what: str, hints: Mapping[Any, str] | None = Non
         return
     hint = next((text for value, text in (hints or {}).items() if _matches(got, value, 1e-9)),
                 otherwise)
-    shown = f"{got:,}" if isinstance(got, int) and not isinstance(got, bool) else repr(got)
     wanted = f"{want:,}" if isinstance(want, int) and not isinstance(want, bool) else repr(want)
-    raise AssertionError(f"{what}: expected {wanted}, got {shown}" + (f". {hint}" if hint else ""))
+    raise AssertionError(f"{what}: expected {wanted}, got {shown(got)}"
+                         + (f". {hint}" if hint else ""))
+
+
+#: A value the student's code produced is quoted in a failure message up to this many
+#: characters; a longer one is described (its type and size) instead.
+SHOWN_CHARS = 80
+
+
+def shown(value: Any) -> str:
+    """``value`` as a failure message quotes it: its ``repr`` (integers with thousands
+    separators) when at most SHOWN_CHARS characters long, else what it is and how big. A message
+    stays readable, and what the student's code returns cannot fill the feedback page."""
+    try:
+        text = f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) \
+            else repr(value)
+    except Exception:  # noqa: BLE001 - an object whose repr fails is described by its type
+        text = ""
+    if text and len(text) <= SHOWN_CHARS:
+        return text
+    kind = type(value).__name__
+    if isinstance(value, int):
+        return f"an integer of {len(str(abs(value))):,} digits"
+    if isinstance(value, str):
+        return f"a string of {len(value):,} characters"
+    shape = getattr(value, "shape", None)
+    if isinstance(shape, tuple):
+        return f"an array of shape {shape} ({getattr(value, 'dtype', kind)})"
+    try:
+        return f"a {kind} of {len(value):,} items"
+    except Exception:  # noqa: BLE001 - no length: say what it is
+        return f"a {kind}"
 
 
 # --- the routes: every public callable of the package ----------------------------------------
@@ -94,7 +150,7 @@ def _tinyprof_modules() -> list[types.ModuleType]:
 
     found = [tinyprof]
     for info in pkgutil.walk_packages(tinyprof.__path__, "tinyprof."):
-        if info.name == __name__:
+        if info.name in _GRADING_MODULES:
             continue
         try:
             found.append(importlib.import_module(info.name))
@@ -106,12 +162,13 @@ def _tinyprof_modules() -> list[types.ModuleType]:
 def _ours(obj: Any) -> bool:
     module = getattr(obj, "__module__", None)
     return isinstance(module, str) and (module == "tinyprof" or module.startswith("tinyprof.")) \
-        and module != __name__
+        and module not in _GRADING_MODULES
 
 
 def _preferred(names: list[str]) -> str:
-    """The shortest public spelling: ``tinyprof.count_parameters`` over ``tinyprof.params...``."""
-    return min(names, key=lambda n: (n.count("."), len(n), n))
+    """The shortest public spelling: ``tinyprof.count_parameters`` over ``tinyprof.params...``,
+    and any public one over a private one."""
+    return min(names, key=lambda n: ("._" in n, n.count("."), len(n), n))
 
 
 def _class_routes(cls: type, name: str) -> Iterator[Route]:
@@ -122,7 +179,7 @@ def _class_routes(cls: type, name: str) -> Iterator[Route]:
         return
     layer = issubclass(cls, Module)
     for attr, value in vars(cls).items():
-        if attr.startswith("_") and attr not in ("__init__", "__call__"):
+        if _dunder(attr) and attr not in ("__init__", "__call__"):
             continue
         if layer and attr in BUILDING_BLOCKS:
             continue
@@ -134,14 +191,22 @@ def _class_routes(cls: type, name: str) -> Iterator[Route]:
                     [(cls, attr)])
 
 
+def _dunder(name: str) -> bool:
+    """Python's and IPython's own protocol names (``__len__``, ``_repr_html_``): never a route
+    to an answer, and called by the display machinery rather than by the notebook."""
+    return (name.startswith("__") and name.endswith("__")) or \
+        (name.startswith(("_repr_", "_ipython_")) and name.endswith("_"))
+
+
 def routes() -> list[Route]:
-    """Every public route to an answer, derived from the package: module-level functions and
-    classes' public methods and constructors (aliases merged, best public name first)."""
+    """Every route to an answer, derived from the package: module-level functions and classes'
+    methods and constructors, private ones (``tp.abtest._timed_rounds``) included (aliases
+    merged, best public name first)."""
     functions: dict[int, tuple[Any, list[str], list[tuple[Any, str]]]] = {}
     classes: dict[int, tuple[type, list[str]]] = {}
     for module in _tinyprof_modules():
         for attr, value in vars(module).items():
-            if attr.startswith("_") or isinstance(value, types.ModuleType) or not _ours(value):
+            if _dunder(attr) or isinstance(value, types.ModuleType) or not _ours(value):
                 continue
             dotted = f"{module.__name__}.{attr}"
             if isinstance(value, type):
@@ -175,14 +240,7 @@ class _Gate:
         caller = sys._getframe(2).f_code.co_filename  # 0: here, 1: the gated function
         if _internal(caller) or (self.home is not None and caller == self.home):
             return self.original(*args, **kwargs)
-        if self.kind == "constructor":
-            raise ReferenceUnavailable(
-                f"building a {self.name} is switched off while your function is checked: "
-                "compute the answer from the formula yourself instead of building a tinyprof "
-                "object and asking it")
-        raise ReferenceUnavailable(
-            f"{self.name} is switched off while your function is checked: the exercise asks you "
-            "to compute this yourself rather than call tinyprof's own implementation")
+        raise ReferenceUnavailable(self.name, self.kind)
 
 
 def _template(*args: Any, __gate__: Any = None, **kwargs: Any) -> Any:
@@ -199,9 +257,7 @@ def _wrapper(gate: _Gate) -> Callable[..., Any]:
 def _refuser(name: str) -> Callable[..., Any]:
     """For data or foreign objects named as extras: refuses every call, from anyone."""
     def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise ReferenceUnavailable(
-            f"{name} is switched off while your function is checked: the exercise asks you to "
-            "compute this yourself rather than call tinyprof's own implementation")
+        raise ReferenceUnavailable(name)
     return refuse
 
 
@@ -221,14 +277,15 @@ def _resolve(dotted: str) -> tuple[Any, str] | None:
 class _Switch:
     """The context manager reference_unavailable() returns."""
 
-    def __init__(self, extra: tuple[str, ...]):
+    def __init__(self, extra: tuple[str, ...], namespace: dict | None = None):
         self.extra = extra
+        self.namespace = namespace
         self.undo: list[Callable[[], None]] = []
         self.handled: set[int] = set()       # ids of everything switched off
         self.stand_ins: dict[int, Any] = {}  # id of an original replaced by attribute → stand-in
 
     def __enter__(self) -> None:
-        namespace = sys._getframe(1).f_globals
+        namespace = self.namespace if self.namespace is not None else sys._getframe(1).f_globals
         _guard(namespace)
         try:
             for route in routes():
@@ -319,14 +376,19 @@ def _extra_stand_in(dotted: str, original: Any) -> Any:
     return _wrapper(_Gate(dotted, "function", original, home))
 
 
-def reference_unavailable(*extra: str) -> _Switch:
+def reference_unavailable(*extra: str, namespace: dict | None = None) -> Any:
     """Within the block, every route of :func:`routes` (and any ``extra`` dotted names, such as
     ``"numpy.percentile"`` or a data table like ``"tinyprof.memory.training.STATE_SLOTS"``)
     raises ReferenceUnavailable when the notebook uses it; all are restored after.
 
     On entry, test helpers the notebook rebound are put back, and TamperingDetected is raised
-    when notebook code was planted in tinyprof, builtins, sys.modules or IPython's hooks."""
-    return _Switch(extra)
+    when notebook code was planted in tinyprof, builtins, sys.modules or IPython's hooks.
+    ``namespace`` is the notebook's (default: the caller's globals).
+
+    When the grader runs the test itself (autograder/judge.py), the block is opened in the
+    student's kernel around the calls the test makes there, and nothing is switched off here."""
+    judge = _JUDGE.get()
+    return _Switch(extra, namespace) if judge is None else judge.switch(extra)
 
 
 # --- the runtime check -----------------------------------------------------------------------

@@ -163,8 +163,9 @@ SAMPLES = [
     Sample("dijkstraedsger_1012_5012_parameters.ipynb", "an answer cell printing 5 MB",
            _after("count_model_parameters", 'print("spam " * 1_000_000)')),
     Sample("allenfrances_1013_5013_parameters.ipynb",
-           "library warnings on stderr in four tests (full marks); a debug print to stderr in "
-           "the fifth (nbgrader zeroes that test)", lambda: notebook(_warnings())),
+           "library warnings on stderr in four tests, a debug print to stderr in the fifth "
+           "(full marks: the grader decides each test, whatever the student's code prints)",
+           lambda: notebook(_warnings())),
     Sample("bernerslee_1015_5015_parameters.ipynb", "corrupt JSON (cut short)",
            lambda: notebook(solutions())[:5000]),
     Sample("goldbergadele_1016_5016_parameters.ipynb", "an empty file", lambda: b""),

@@ -1,0 +1,436 @@
+"""nbgrader's Execute preprocessor, hardened for a cohort of untrusted notebooks on a busy machine.
+
+``GraderExecute`` replaces ``Execute`` in the autograde pipeline:
+
+- **Kernels** start through ``SandboxedKernelManager`` (sandbox.py): bubblewrap, limits, a
+  control group per kernel.
+- **Test cells are decided here, not in the kernel** (judge.py): the kernel only runs the
+  student's functions on the test's inputs and hands back plain values.
+- **Time limits measure the student's code, not the machine.** A cell may use ``cpu_limit``
+  seconds of CPU time (all the kernel's processes together); the watchdog interrupts it past
+  that. Wall-clock time (nbclient's ``timeout``) is only a generous backstop: a cell that hits
+  it while it used less than half its CPU time was waiting for a busy machine, so the notebook
+  is run again with every limit doubled, and a second such time-out is reported for review
+  rather than charged to the student.
+- **A lost kernel** (``os._exit``, a crash, the OOM killer, an interrupt ignored) costs the
+  student only the cell it happened in: the notebook is run again from the top without that
+  cell (up to ``max_kernel_restarts`` times; then the rest is marked not run).
+- **The chapter's own cells are never dropped.** A read-only cell of the instructor's notebook
+  that times out or loses its kernel is run again with doubled limits; if it fails again, the
+  grader gives up on the submission with ``GraderTrouble`` (the row says why and the instructor
+  grades that student alone later), instead of scoring the notebook without its set-up.
+- **Output budget** (budget.py): at most ``max_output_chars`` printed characters and
+  ``max_display_chars`` of images and HTML are kept per cell.
+
+Every cell gets ``metadata.tinyprof``: the CPU seconds it used and, for test cells, the
+verdict record; sentences for the instructor's review go into ``review`` (integrity.py reads
+them into the flags).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import hashlib
+import json
+import time
+from pathlib import Path
+
+from jupyter_core.utils import ensure_async, run_sync
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbformat import NotebookNode
+from nbgrader.preprocessors import Execute
+from traitlets import Bool, Float, Integer, List, Unicode
+
+from .budget import OutputBudget
+from .cells import DIED_ENAME, NOT_RUN_ENAME, TIMEOUT_ENAME, is_answer, is_test, source
+from .sandbox import SandboxedKernelManager, describe_exit
+
+#: A wall-clock time-out with less than this share of the CPU limit used was the machine's.
+BUSY_SHARE = 0.5
+#: How much every limit grows when a notebook is run again after a time-out that was not the
+#: student's.
+RETRY_SCALE = 2.0
+WATCH_INTERVAL_S = 0.1
+#: CPU seconds for a judge's clean-up request (switching tinyprof back on), past any limit.
+CLEANUP_S = 5.0
+
+
+class KernelLost(Exception):
+    """The kernel died, or would not stop, while running cell ``index``."""
+
+    def __init__(self, index: int, outputs: list, reason: str) -> None:
+        super().__init__(f"kernel lost at cell {index}: {reason}")
+        self.index, self.outputs, self.reason = index, outputs, reason
+
+
+class SlowCell(Exception):
+    """Cell ``index`` hit the wall-clock backstop while using little CPU: the machine was busy
+    (or the cell waited), so the notebook is run again with longer limits."""
+
+    def __init__(self, index: int, cpu_s: float, wall_s: float) -> None:
+        super().__init__(f"cell {index} waited {wall_s:.0f} s using {cpu_s:.1f} s of CPU")
+        self.index, self.cpu_s, self.wall_s = index, cpu_s, wall_s
+
+
+class GraderTrouble(Exception):
+    """The chapter's own code could not run in this notebook, twice: not the student's fault
+    as far as the grader can tell, so no grade is given (the message says what happened)."""
+
+
+def error_output(ename: str, evalue: str) -> NotebookNode:
+    """An error output as a kernel would send it; nbgrader scores it as a failure."""
+    return NotebookNode(output_type="error", ename=ename, evalue=evalue,
+                        traceback=[f"\x1b[0;31m{ename}\x1b[0m: {evalue}"])
+
+
+def course_cell_digests(instructor: dict) -> list[str]:
+    """sha256 of the source of every read-only code cell of the instructor's notebook (the
+    chapter's own code: set-up, demos), so that such a cell is recognised in a submission."""
+    return sorted({_digest(source(cell)) for cell in instructor.get("cells", [])
+                   if cell.get("cell_type") == "code" and not is_test(cell)
+                   and not is_answer(cell)})
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256("\n".join(line.rstrip() for line in text.strip().splitlines())
+                          .encode()).hexdigest()
+
+
+class GraderExecute(Execute):
+    """nbgrader's Execute with the limits, recovery and judging of the module docstring.
+    ``timeout`` (nbclient's) is the wall-clock backstop per cell; ``cpu_limit`` the CPU time."""
+
+    memory_mb = Integer(2048, help="Kernel memory limit in MB (0: none)").tag(config=True)
+    isolate = Bool(True, help="Run each kernel in a bubblewrap sandbox").tag(config=True)
+    cpu_limit = Float(60.0, help="CPU seconds a cell may use (all its processes)").tag(
+        config=True)
+    max_output_chars = Integer(100_000, help="Printed characters kept per cell").tag(config=True)
+    max_display_chars = Integer(5_000_000, help="Characters of images and HTML kept per cell").tag(
+        config=True)
+    max_kernel_restarts = Integer(3, help="Fresh kernels per notebook").tag(config=True)
+    judge_tests = Bool(True, help="Decide test cells in the grader (judge.py), not the "
+                                  "kernel").tag(config=True)
+    instructor_root = Unicode("", help="Folder of the instructor notebooks (ASSIGNMENT/NAME."
+                                       "ipynb): the judge's imports and the chapter's own cells "
+                                       "come from there").tag(config=True)
+    course_cells = List(Unicode(), help="Digests of the chapter's own code cells "
+                                        "(course_cell_digests); read from instructor_root when "
+                                        "empty").tag(config=True)
+    interrupt_grace = Integer(10, help="Seconds a kernel has to answer after an interrupt").tag(
+        config=True)
+
+    # -- the notebook ------------------------------------------------------------------------
+
+    def create_kernel_manager(self) -> SandboxedKernelManager:
+        if not self.kernel_name:
+            self.kernel_name = self.nb.metadata.get("kernelspec", {}).get("name", "") or ""
+        self.km = SandboxedKernelManager(kernel_name=self.kernel_name or "python3",
+                                         config=self.config, memory_mb=self.memory_mb,
+                                         isolate=self.isolate)
+        self._managers.append(self.km)
+        return self.km
+
+    def preprocess(self, nb, resources=None, km=None):
+        for cell in nb.cells:   # the grader's own records only, never a submitted one
+            cell.get("metadata", {}).pop("tinyprof", None)
+        pristine = copy.deepcopy(nb.cells)
+        self._instructor = self._instructor_notebook(resources)
+        self._prelude_text: str | None = None
+        self._dropped: dict[int, list] = {}
+        self._retried: set[int] = set()
+        self._scale = 1.0
+        self._stop_at: int | None = None
+        self._managers: list[SandboxedKernelManager] = []
+        self._call_timeout: int | None = None
+        try:
+            while True:
+                try:
+                    return super().preprocess(nb, resources, km)
+                except (KernelLost, SlowCell) as event:
+                    self._recover(event)
+                    nb.cells = copy.deepcopy(pristine)
+        finally:  # a kernel lost mid-cell may never have run its own clean-up
+            for manager in self._managers:
+                manager.remove_sockets()
+
+    def _recover(self, event: KernelLost | SlowCell) -> None:
+        """Decide how the next run goes after ``event``: longer limits, or without the cell."""
+        index = event.index
+        ours = self._course_cell(index)
+        if isinstance(event, SlowCell) or (ours and index not in self._retried):
+            if index in self._retried and ours:
+                raise GraderTrouble(self._trouble(index, str(event)))
+            self._retried.add(index)
+            self._scale = RETRY_SCALE
+            self.log.warning("%s; running the notebook again with every limit x%g", event,
+                             RETRY_SCALE)
+            return
+        if ours:
+            raise GraderTrouble(self._trouble(index, event.reason))
+        self.log.warning("kernel lost at cell %d; running the notebook again without it", index)
+        self._dropped[index] = event.outputs
+        if len(self._dropped) > self.max_kernel_restarts:
+            self._stop_at = index + 1
+
+    def _trouble(self, index: int, what: str) -> str:
+        return (f"the chapter's own cell {index + 1} (not one the student writes) failed twice, "
+                f"the second time with every limit doubled ({what}); no grade was given, since "
+                "the notebook cannot be graded without it. Re-grade this student alone "
+                "(python -m autograder grade ... --student NAME) when the machine is quieter, "
+                "or review the submission")
+
+    def _course_cell(self, index: int) -> bool:
+        cell = self.nb.cells[index] if index < len(self.nb.cells) else None
+        if cell is None or cell.cell_type != "code" or is_test(cell) or is_answer(cell):
+            return False
+        digests = self.course_cells or (course_cell_digests(self._instructor)
+                                        if self._instructor else [])
+        return _digest(source(cell)) in set(digests)
+
+    # -- a cell -------------------------------------------------------------------------------
+
+    def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type == "code" and self._skipped(index):
+            cell.outputs = self._dropped.get(index) or [error_output(
+                NOT_RUN_ENAME, f"not run: the kernel was lost {len(self._dropped)} times, so the "
+                "grader stopped running this notebook")]
+            return cell, self.resources
+        if self.judge_tests and cell.cell_type == "code" and is_test(cell):
+            return self._judge(cell, resources, index)
+        ignore = self.config.IgnorePattern
+        self._budget = OutputBudget(
+            self.max_output_chars, self.max_display_chars,
+            ignore.get("pattern", "") if ignore.get("enabled", False) else "")
+        self._cpu_budget = self.cpu_limit * self._scale
+        try:
+            cell, resources = super().preprocess_cell(cell, resources, index)
+        except DeadKernelError:
+            raise KernelLost(index, list(cell.get("outputs", [])) + [self._death()],
+                             "the kernel died") from None
+        except CellTimeoutError:  # interrupted, but no sign of life on IOPub
+            raise KernelLost(index, self._stuck(cell), "the kernel stopped answering") from None
+        if cell.cell_type != "code":
+            return cell, resources
+        cell.outputs.extend(self._budget.markers())
+        self._record(cell, cpu_s=round(self._cell_cpu, 3), **self._memory())
+        if self._cpu_out:
+            cell.outputs = [o for o in cell.outputs if o.get("ename") != "KeyboardInterrupt"]
+            cell.outputs.append(error_output(TIMEOUT_ENAME, self._cpu_message()))
+            if self._course_cell(index):
+                raise KernelLost(index, cell.outputs, self._cpu_message())
+        elif _timed_out(cell):
+            self._wall_timeout(cell, index)
+        return cell, resources
+
+    def _wall_timeout(self, cell, index: int) -> None:
+        """The wall-clock backstop interrupted the cell: whose fault was it?"""
+        if not self._answers():
+            raise KernelLost(index, self._stuck(cell), "the kernel ignored the interrupt")
+        wall = self._get_timeout(cell)
+        if self._cell_cpu < BUSY_SHARE * self._cpu_budget:
+            if index not in self._retried or self._course_cell(index):
+                raise SlowCell(index, self._cell_cpu, wall)
+            message = (f"This cell waited more than {wall} s (wall-clock time, twice, the second "
+                       f"time with longer limits) while using only {self._cell_cpu:.1f} s of CPU "
+                       "time: it sleeps or waits for something, or the grading machine was "
+                       "overloaded. The grader interrupted it; the instructor will review it.")
+            self._record(cell, review=[message])
+        else:
+            message = f"This cell ran past the {wall} s wall-clock limit and was interrupted."
+        cell.outputs = [o for o in cell.outputs if o.get("ename") != TIMEOUT_ENAME]
+        cell.outputs.append(error_output(TIMEOUT_ENAME, message))
+
+    def _cpu_message(self) -> str:
+        return (f"This cell used more than the {self._cpu_budget:g} s of CPU time a cell may "
+                "use (an endless loop?) and was interrupted.")
+
+    def _death(self) -> NotebookNode:
+        if self._ignored:
+            return error_output(TIMEOUT_ENAME, (
+                f"This cell used more than the {self._cpu_budget:g} s of CPU time a cell may use "
+                "and did not stop when interrupted. The grader restarted the kernel and ran the "
+                "notebook again without this cell."))
+        return error_output(DIED_ENAME, (
+            f"The kernel died while running this cell ({describe_exit(self.km.exit_status())}). "
+            "The grader ran the notebook again without this cell; whatever it defines is "
+            "missing."))
+
+    # -- CPU time: the watchdog ----------------------------------------------------------------
+
+    async def async_execute_cell(self, cell, cell_index, execution_count=None,
+                                 store_history=True):
+        """nbclient's cell execution, watched: past ``_cpu_budget`` seconds of CPU time the
+        kernel is interrupted, and killed if it has not stopped ``interrupt_grace`` s later."""
+        self._cpu_out = self._ignored = False
+        start = self.km.cpu_seconds()
+        watchdog = asyncio.ensure_future(self._watch(start, self._cpu_budget))
+        try:
+            return await super().async_execute_cell(cell, cell_index, execution_count,
+                                                    store_history)
+        finally:
+            watchdog.cancel()
+            self._cell_cpu = max(0.0, self.km.cpu_seconds() - start)
+
+    execute_cell = run_sync(async_execute_cell)
+
+    async def _watch(self, start: float, budget: float) -> None:
+        while self.km.cpu_seconds() - start <= budget:
+            await asyncio.sleep(WATCH_INTERVAL_S)
+        self._cpu_out = True
+        await ensure_async(self.km.interrupt_kernel())
+        await asyncio.sleep(self.interrupt_grace)
+        self._ignored = True   # still running: nbclient sees the kernel die within a second
+        await ensure_async(self.km.shutdown_kernel(now=True))
+
+    def _get_timeout(self, cell):
+        return self._call_timeout or max(1, round(self.timeout * self._scale))
+
+    # -- test cells, decided by the judge ------------------------------------------------------
+
+    def _judge(self, cell, resources, index):
+        """Run test cell ``index`` here; the kernel answers only the calls it makes. The
+        verdict becomes the cell's outputs (nbgrader scores an error output as a failure) and
+        its ``metadata.tinyprof`` record."""
+        from .judge import Judge
+
+        self._test = {"index": index, "cpu": 0.0, "cpu_budget": self.cpu_limit * self._scale,
+                      "deadline": time.monotonic() + self.timeout * self._scale}
+        verdict = Judge(self._ask_kernel, fatal=(KernelLost, SlowCell)).run(
+            source(cell), self._prelude(), label=cell.metadata.nbgrader.grade_id)
+        cell.outputs = verdict_outputs(verdict)
+        self._record(cell, cpu_s=round(self._test["cpu"], 3), verdict=verdict.record(),
+                     review=verdict.review, **self._memory())
+        return cell, resources
+
+    def _prelude(self) -> str:
+        from .judge import DEFAULT_PRELUDE, prelude
+
+        if self._prelude_text is None:
+            self._prelude_text = prelude(self._instructor) if self._instructor else \
+                DEFAULT_PRELUDE
+        return self._prelude_text
+
+    def _instructor_notebook(self, resources) -> dict | None:
+        found = (resources or {}).get("nbgrader", {})
+        path = Path(self.instructor_root) / found.get("assignment", "") / (
+            found.get("notebook", "") + ".ipynb")
+        if not self.instructor_root or not path.is_file():
+            return None
+        return json.loads(path.read_text(encoding="utf-8"))
+
+    def _ask_kernel(self, code: str, cleanup: bool = False) -> str | None:
+        """Run one request of the judge's in the kernel, outside its history, within what is
+        left of the test's CPU time (a ``cleanup`` request gets CLEANUP_S of its own); the text
+        of its answer output. Its other outputs (what the student's code printed) are dropped."""
+        from tinyprof.remote import MIME
+
+        from .judge import TestTimedOut
+
+        test, index = self._test, self._test["index"]
+        left_cpu = CLEANUP_S if cleanup else test["cpu_budget"] - test["cpu"]
+        left_wall = CLEANUP_S * 2 if cleanup else test["deadline"] - time.monotonic()
+        if left_cpu <= 0 or left_wall <= 0:
+            raise TestTimedOut(self._test_limit_message(left_cpu <= 0))
+        original = self.nb.cells[index]
+        request = NotebookNode(cell_type="code", source=code, metadata={}, outputs=[],
+                               execution_count=None)
+        self._budget = OutputBudget(0, self.max_display_chars)
+        self._cpu_budget, self._call_timeout = left_cpu, max(1, round(left_wall))
+        try:
+            done = self.execute_cell(request, index, store_history=False)
+        except DeadKernelError:
+            raise KernelLost(index, [self._death()], "the kernel died") from None
+        except CellTimeoutError:
+            raise KernelLost(index, self._stuck(original), "the kernel stopped answering") \
+                from None
+        finally:
+            self.nb.cells[index] = original
+            self._call_timeout = None
+            test["cpu"] += getattr(self, "_cell_cpu", 0.0)
+        if self._cpu_out:
+            raise TestTimedOut(self._test_limit_message(True))
+        if _timed_out(done):
+            if not self._answers():
+                raise KernelLost(index, self._stuck(original), "the kernel ignored the interrupt")
+            if test["cpu"] < BUSY_SHARE * test["cpu_budget"] and index not in self._retried:
+                raise SlowCell(index, test["cpu"], self.timeout * self._scale)
+            raise TestTimedOut(self._test_limit_message(False))
+        answers = [o.data[MIME] for o in done.outputs
+                   if o.get("output_type") == "display_data" and MIME in o.get("data", {})]
+        return answers[-1] if answers else None
+
+    def _test_limit_message(self, cpu: bool) -> str:
+        if cpu:
+            return (f"your code used more than the {self.cpu_limit * self._scale:g} s of CPU "
+                    "time a test may use (an endless loop?) and was interrupted")
+        return (f"the test ran past its {self.timeout * self._scale:g} s wall-clock limit while "
+                "your code waited; the grader interrupted it")
+
+    # -- kernels that stop answering ----------------------------------------------------------
+
+    def _stuck(self, cell) -> list:
+        """Kill a kernel that ignored the interrupt after a timeout; the cell's outputs."""
+        try:
+            run_sync(self.km.shutdown_kernel)(now=True)
+        except Exception:  # noqa: BLE001 - already gone is fine
+            pass
+        return [o for o in cell.get("outputs", []) if o.get("output_type") != "error"] + [
+            error_output(TIMEOUT_ENAME, (
+                f"This cell ran past the {self._get_timeout(cell)} s limit and did not stop when "
+                "interrupted. The grader restarted the kernel and ran the notebook again "
+                "without this cell."))]
+
+    def _skipped(self, index: int) -> bool:
+        return index in self._dropped or (self._stop_at is not None and index >= self._stop_at)
+
+    def _answers(self) -> bool:
+        """Whether the kernel answers a kernel_info request within ``interrupt_grace`` s."""
+        try:
+            msg_id = self.kc.kernel_info()
+            deadline = time.monotonic() + self.interrupt_grace
+            while (left := deadline - time.monotonic()) > 0:
+                reply = run_sync(self.kc.shell_channel.get_msg)(timeout=left)
+                if reply["parent_header"].get("msg_id") == msg_id:
+                    return True
+        except Exception:  # noqa: BLE001 - no reply in time, for whatever reason
+            return False
+        return False
+
+    def output(self, outs, msg, display_id, cell_index):
+        """Keep only what the cell's output budget admits."""
+        admitted = self._budget.admit(msg)
+        return None if admitted is None else super().output(outs, admitted, display_id,
+                                                            cell_index)
+
+    def _memory(self) -> dict:
+        """The kernel's highest memory use so far, all its processes (where it is counted)."""
+        peak = self.km.memory_peak_bytes() if self.km is not None else None
+        return {} if peak is None else {"memory_peak_mb": round(peak / 2**20, 1)}
+
+    @staticmethod
+    def _record(cell, review: list[str] = (), **fields) -> None:
+        record = cell.setdefault("metadata", {}).setdefault("tinyprof", {})
+        record.update(fields)
+        if review:
+            record.setdefault("review", []).extend(review)
+
+
+def verdict_outputs(verdict) -> list[NotebookNode]:
+    """A judge's verdict as a test cell's outputs: what the test printed, then, if it failed,
+    one error output with the grader's message (no traceback: it would quote the test)."""
+    outputs = []
+    if verdict.printed:
+        outputs.append(NotebookNode(output_type="stream", name="stdout", text=verdict.printed))
+    if not verdict.passed:
+        outputs.append(error_output(verdict.ename, verdict.message))
+    return outputs
+
+
+def _timed_out(cell) -> bool:
+    return any(o.get("output_type") == "error" and o.get("ename") == TIMEOUT_ENAME
+               for o in cell.get("outputs", []))
+
+
+__all__ = ["GraderExecute", "GraderTrouble", "KernelLost", "SlowCell", "course_cell_digests",
+           "error_output"]

@@ -1,0 +1,297 @@
+"""What one kernel may use, counted over all its processes together: a control group per kernel.
+
+A sandboxed kernel's rlimits (launcher.py) hold each process on its own; a kernel that forks
+twelve children of 100 MB, or runs 54 busy processes, escapes them. Linux control groups count
+a whole group of processes. Each kernel gets a group of its own, which its first process joins
+before it starts the sandbox (launcher.py ``--cgroup``), so that everything inside is counted:
+
+- **memory**: resident memory, page cache and shared memory (``memfd``, tmpfs files: the
+  scratch folder, the socket folder) together at most ``--memory``; past it the kernel's OOM
+  killer stops a process of that group and no other;
+- **processes**: at most ``Limits.processes`` tasks (threads included) in the group;
+- **CPU**: every kernel the same weight, so a kernel of 54 busy processes gets the CPU share of
+  a kernel of one; and the group's CPU time, which the per-cell CPU limit reads (sandbox.py).
+
+Three ways, tried in order: cgroup v2 (the unified hierarchy with the memory, pids and cpu
+controllers), cgroup v1 (the memory, pids, cpu and cpuacct hierarchies of hybrid systems, such
+as Debian machines and many CI runners), both writable by root only; otherwise none, and the
+grader falls back to per-process rlimits, with a WARNING in the summary and in grades.csv.
+Without a group, CPU time is read from ``/proc`` over the kernel's process tree.
+
+Groups are named ``tinyprof-<pid of the grading worker>-<n>`` under a ``tinyprof`` parent, so
+:func:`sweep_orphans` can remove those of a worker that was killed outright.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+PARENT = "tinyprof"
+PREFIX = "tinyprof-"
+V1_CONTROLLERS = ("memory", "pids", "cpu", "cpuacct")
+V2_CONTROLLERS = ("memory", "pids", "cpu")
+_numbers = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class Backend:
+    """Where kernel groups are made: ``version`` 1 or 2 and the parent folder of each
+    hierarchy (one folder for v2; one per controller for v1, co-mounted ones once)."""
+
+    version: int
+    parents: tuple[Path, ...]
+
+    def describe(self) -> str:
+        if self.version == 2:
+            return "cgroup v2 (memory, pids and cpu per kernel)"
+        return "cgroup v1 (memory, pids, cpu and cpuacct per kernel)"
+
+
+@lru_cache(maxsize=1)
+def backend() -> Backend | None:
+    """The control groups this process can create kernel groups in, or None."""
+    if os.geteuid() != 0:
+        return None
+    mounts = _cgroup_mounts()
+    for make in (_v2, _v1):
+        try:
+            found = make(mounts)
+        except OSError:
+            found = None
+        if found is not None:
+            return found
+    return None
+
+
+def describe() -> str:
+    """A line for the summary: how kernels' resources are held."""
+    found = backend()
+    if found is not None:
+        return found.describe()
+    return ("WARNING: per-process rlimits only (no writable cgroup here: grade as root on a "
+            "machine with cgroups); memory, processes and CPU are not held per kernel, so one "
+            "kernel's children can exceed --memory and slow its neighbours")
+
+
+def _cgroup_mounts() -> list[tuple[str, Path, set[str]]]:
+    """(file system type, mount point, options) of every cgroup mount."""
+    found = []
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        fields = line.split()
+        if len(fields) >= 4 and fields[2] in ("cgroup", "cgroup2"):
+            found.append((fields[2], Path(fields[1]), set(fields[3].split(","))))
+    return found
+
+
+def _v2(mounts) -> Backend | None:
+    root = next((point for kind, point, _ in mounts if kind == "cgroup2"), None)
+    if root is None:
+        return None
+    available = set((root / "cgroup.controllers").read_text().split())
+    if not set(V2_CONTROLLERS) <= available:
+        return None
+    parent = root / PARENT
+    parent.mkdir(exist_ok=True)
+    enable = " ".join(f"+{c}" for c in V2_CONTROLLERS)
+    (root / "cgroup.subtree_control").write_text(enable)
+    (parent / "cgroup.subtree_control").write_text(enable)
+    return Backend(2, (parent,))
+
+
+def _v1(mounts) -> Backend | None:
+    points: dict[str, Path] = {}
+    for kind, point, options in mounts:
+        if kind == "cgroup":
+            for controller in V1_CONTROLLERS:
+                if controller in options:
+                    points[controller] = point
+    if set(points) != set(V1_CONTROLLERS):
+        return None
+    parents = []
+    for point in dict.fromkeys(points.values()):
+        parent = point / PARENT
+        parent.mkdir(exist_ok=True)
+        parents.append(parent)
+    if "memory" in points:   # children count toward the parent (the default on new kernels)
+        hierarchy = points["memory"] / PARENT / "memory.use_hierarchy"
+        if hierarchy.exists() and hierarchy.read_text().strip() != "1":
+            hierarchy.write_text("1")
+    return Backend(1, tuple(parents))
+
+
+class KernelGroup:
+    """The control group of one kernel: made with its limits, joined by the kernel's first
+    process (``procs_files`` go to launcher.py), read while it runs, removed after."""
+
+    def __init__(self, found: Backend, memory_mb: int, processes: int):
+        self.backend = found
+        self.name = f"{PREFIX}{os.getpid()}-{next(_numbers)}"
+        self.folders = [parent / self.name for parent in found.parents]
+        for folder in self.folders:
+            folder.mkdir()
+        try:
+            self._limit(memory_mb, processes)
+        except OSError:
+            self.remove()
+            raise
+
+    def _limit(self, memory_mb: int, processes: int) -> None:
+        if self.backend.version == 2:
+            folder = self.folders[0]
+            if memory_mb:
+                (folder / "memory.max").write_text(str(memory_mb * 2**20))
+                _write_if_present(folder / "memory.swap.max", "0")
+            (folder / "pids.max").write_text(str(processes) if processes else "max")
+            return
+        for folder in self.folders:
+            if memory_mb and (folder / "memory.limit_in_bytes").exists():
+                (folder / "memory.limit_in_bytes").write_text(str(memory_mb * 2**20))
+                _write_if_present(folder / "memory.memsw.limit_in_bytes", str(memory_mb * 2**20))
+            if processes and (folder / "pids.max").exists():
+                (folder / "pids.max").write_text(str(processes))
+
+    @property
+    def procs_files(self) -> list[Path]:
+        """The files a process writes its pid into to join this group (every hierarchy)."""
+        return [folder / "cgroup.procs" for folder in self.folders]
+
+    def cpu_seconds(self) -> float:
+        """CPU time used by every process of the group so far, in seconds."""
+        if self.backend.version == 2:
+            for line in _read(self.folders[0] / "cpu.stat").splitlines():
+                key, _, value = line.partition(" ")
+                if key == "usage_usec":
+                    return int(value) / 1e6
+            return 0.0
+        usage = next((f / "cpuacct.usage" for f in self.folders
+                      if (f / "cpuacct.usage").exists()), None)
+        return int(_read(usage) or 0) / 1e9 if usage else 0.0
+
+    def memory_peak_bytes(self) -> int | None:
+        """The group's highest memory use so far (None where the kernel does not record it)."""
+        for folder in self.folders:
+            for name in ("memory.peak", "memory.max_usage_in_bytes"):
+                text = _read(folder / name)
+                if text.strip().isdigit():
+                    return int(text)
+        return None
+
+    def pids(self) -> list[int]:
+        found = set()
+        for procs in self.procs_files:
+            found |= {int(p) for p in _read(procs).split() if p.isdigit()}
+        return sorted(found)
+
+    def remove(self) -> None:
+        """Kill whatever still runs in the group, then delete it."""
+        _remove(self.folders)
+
+
+def create(memory_mb: int, processes: int) -> KernelGroup | None:
+    """A new group for one kernel, or None where no control groups can be used."""
+    found = backend()
+    if found is None:
+        return None
+    return KernelGroup(found, memory_mb, processes)
+
+
+def sweep_orphans() -> list[str]:
+    """Remove the groups of grading workers that are gone (killed before they could)."""
+    found = backend()
+    if found is None:
+        return []
+    removed = []
+    for name in sorted({child.name for parent in found.parents for child in parent.iterdir()
+                        if child.is_dir() and child.name.startswith(PREFIX)}):
+        owner = name[len(PREFIX):].split("-", 1)[0]
+        if owner.isdigit() and not running(int(owner)):
+            _remove([parent / name for parent in found.parents])
+            removed.append(name)
+    return removed
+
+
+def running(pid: int) -> bool:
+    """Whether process ``pid`` still runs. A zombie does not: a worker killed with its grader
+    is re-parented, and until the new parent reaps it (a second or more under some inits)
+    signals still reach it."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:       # another user's
+        pass
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")   # zombie, dead
+
+
+def _remove(folders: list[Path]) -> None:
+    for _ in range(50):
+        alive = {int(p) for folder in folders for p in _read(folder / "cgroup.procs").split()
+                 if p.isdigit()}
+        for pid in alive:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for folder in folders:
+            try:
+                folder.rmdir()
+            except FileNotFoundError:
+                pass
+            except OSError:   # still busy: its processes are being reaped
+                continue
+        if not any(folder.exists() for folder in folders):
+            return
+        time.sleep(0.02)
+
+
+def tree_cpu_seconds(root_pid: int) -> float:
+    """CPU time of process ``root_pid`` and all its descendants (those still running, and the
+    children they have reaped), from ``/proc``: the meter where no control group is."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[int]] = {}
+    times: dict[int, int] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        stat = _read(Path(entry.path) / "stat")
+        fields = stat.rpartition(")")[2].split()
+        if len(fields) < 15:
+            continue
+        pid = int(entry.name)
+        children.setdefault(int(fields[1]), []).append(pid)
+        times[pid] = sum(int(v) for v in fields[11:15])   # utime stime cutime cstime
+    total, todo = 0, [root_pid]
+    while todo:
+        pid = todo.pop()
+        total += times.get(pid, 0)
+        todo += children.get(pid, [])
+    return total / ticks
+
+
+def _read(path: Path | None) -> str:
+    try:
+        return path.read_text() if path is not None else ""
+    except OSError:
+        return ""
+
+
+def _write_if_present(path: Path, value: str) -> None:
+    if path.exists():
+        try:
+            path.write_text(value)
+        except OSError:
+            pass
+
+
+__all__ = ["Backend", "KernelGroup", "backend", "create", "describe", "running",
+           "sweep_orphans", "tree_cpu_seconds"]

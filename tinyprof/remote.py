@@ -1,0 +1,158 @@
+"""The student's-kernel side of trusted grading: answer the grader's requests with plain values.
+
+When tinyprof's grader decides a hidden test's verdict, the test itself runs in the grader (the
+judge, ``autograder/judge.py``); the kernel only runs the student's code on the test's inputs.
+Each request is one line of code the grader sends to the kernel, outside the notebook's history::
+
+    __import__("tinyprof.remote").remote.answer("<base64 of a pickle made by the grader>")
+
+A request (a tuple) is one of
+
+- ``("get", target, attribute)``: ``getattr(target, attribute)``;
+- ``("call", target, method, args, kwargs, copy_back)``: ``target(*args, **kwargs)``, or
+  ``target.method(...)`` when ``method`` is a name; ``copy_back`` lists the positions and keyword
+  names of arguments (lists, dicts, arrays) whose state after the call the grader wants back,
+  so a test can check that the caller's data was left alone;
+- ``("switch", extra)`` / ``("unswitch",)``: enter / leave ``reference_unavailable(*extra)``
+  around the calls in between, exactly as the test's ``with`` block does in a notebook.
+
+Targets inside a request are pickled as persistent ids: ``("global", name)`` is the notebook's
+global ``name``; ``("object", n)`` is an object an earlier answer handed over by number. So the
+kernel learns a test's inputs, never its expected values, tolerances or hints.
+
+The answer is one ``display_data`` output of MIME type :data:`MIME` whose text is JSON:
+``{"value": V}`` (plus ``"copied": {position: V}``), ``{"raised": [names of the exception's
+classes, most derived first]}`` (with ``"route": [name, kind]`` when it is tinyprof's
+ReferenceUnavailable), or ``{"missing": name}``. ``V`` is the plain encoding of
+:func:`encode`. Nothing here is trusted by the grader: a kernel that lies gains nothing unless
+the values it returns are right.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import pickle
+from typing import Any
+
+MIME = "text/x-tinyprof-answer"
+#: Nesting deeper than this is handed over as a kernel object rather than encoded.
+MAX_DEPTH = 24
+
+_objects: list[Any] = []        # objects handed to the grader, by number
+_switch: list[Any] = []         # the reference_unavailable() block now open, if any
+
+
+class _Missing(Exception):
+    """The grader named a global the notebook does not define."""
+
+
+class _Unpickler(pickle.Unpickler):
+    """Resolves the grader's persistent ids to this kernel's objects."""
+
+    def __init__(self, data: bytes, namespace: dict):
+        super().__init__(io.BytesIO(data))
+        self.namespace = namespace
+
+    def persistent_load(self, pid: Any) -> Any:
+        kind, key = pid
+        if kind == "global":
+            if key not in self.namespace:
+                raise _Missing(key)
+            return self.namespace[key]
+        if kind == "object" and isinstance(key, int) and 0 <= key < len(_objects):
+            return _objects[key]
+        raise pickle.UnpicklingError(f"unknown reference {pid!r}")
+
+
+def answer(request: str) -> None:
+    """Carry out one request (base64 pickle) and publish the answer as display data."""
+    from IPython import get_ipython
+    from IPython.display import publish_display_data
+
+    namespace = get_ipython().user_ns
+    try:
+        reply = _carry_out(_Unpickler(base64.b64decode(request), namespace).load(), namespace)
+    except _Missing as missing:
+        reply = {"missing": str(missing)}
+    except (Exception, SystemExit) as error:  # noqa: BLE001 - the grader decides what it means
+        reply = {"raised": [cls.__name__ for cls in type(error).__mro__]}
+        route = getattr(error, "route", None)
+        if isinstance(route, str):
+            reply["route"] = [route, str(getattr(error, "kind", "function"))]
+    publish_display_data({MIME: json.dumps(reply, allow_nan=True)})
+
+
+def _carry_out(request: tuple, namespace: dict) -> dict:
+    kind = request[0]
+    if kind == "get":
+        _, target, attribute = request
+        return {"value": encode(getattr(target, attribute))}
+    if kind == "call":
+        _, target, method, args, kwargs, copy_back = request
+        function = target if method is None else getattr(target, method)
+        value = function(*args, **kwargs)
+        copied = {str(key): encode(args[key] if isinstance(key, int) else kwargs[key])
+                  for key in copy_back}
+        return {"value": encode(value), "copied": copied}
+    if kind == "switch":
+        from tinyprof.testing import reference_unavailable
+
+        _close_switches()   # one left open by a test that was interrupted
+
+        switch = reference_unavailable(*request[1], namespace=namespace)
+        switch.__enter__()
+        _switch.append(switch)
+        return {"value": None}
+    if kind == "unswitch":
+        _close_switches()
+        return {"value": None}
+    raise ValueError(f"unknown request {kind!r}")
+
+
+def _close_switches() -> None:
+    while _switch:
+        _switch.pop().__exit__(None, None, None)
+
+
+def encode(value: Any, depth: int = 0) -> Any:
+    """``value`` as JSON-ready data: None, bool, int, float and str as themselves; lists as
+    arrays; ``{"tuple": [...]}``, ``{"dict": [[key, value], ...]}``; numpy arrays and scalars as
+    ``{"ndarray": ...}`` / ``{"scalar": ...}`` (base64 ``.npy``, no pickle); anything else, or
+    anything nested deeper than MAX_DEPTH, as ``{"object": n}``, kept here under number n."""
+    kind = type(value)
+    if value is None or kind in (bool, int, float, str):
+        return value
+    if depth < MAX_DEPTH:
+        if kind is list:
+            return [encode(item, depth + 1) for item in value]
+        if kind is tuple:
+            return {"tuple": [encode(item, depth + 1) for item in value]}
+        if kind is dict:
+            return {"dict": [[encode(k, depth + 1), encode(v, depth + 1)]
+                             for k, v in value.items()]}
+    array = _plain_array(value)
+    if array is not None:
+        return array
+    _objects.append(value)
+    return {"object": len(_objects) - 1}
+
+
+def _plain_array(value: Any) -> dict | None:
+    """A numpy array or scalar of a plain dtype as base64 ``.npy``; None for anything else."""
+    import sys
+
+    numpy = sys.modules.get("numpy")
+    if numpy is None or not isinstance(value, (numpy.ndarray, numpy.generic)):
+        return None
+    array = numpy.asarray(value)
+    if array.dtype.hasobject:
+        return None
+    buffer = io.BytesIO()
+    numpy.save(buffer, array, allow_pickle=False)
+    tag = "ndarray" if isinstance(value, numpy.ndarray) else "scalar"
+    return {tag: base64.b64encode(buffer.getvalue()).decode("ascii")}
+
+
+__all__ = ["MIME", "answer", "encode"]
