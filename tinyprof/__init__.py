@@ -36,7 +36,7 @@ from .units import bytes_per_element, format_bytes, format_count, format_seconds
 
 __version__ = "0.1.0"
 
-_LAZY_SUBMODULES = ("plots", "reports", "widgets")
+_LAZY_SUBMODULES = ("plots", "reports", "widgets", "training", "datasets")
 _LAZY_PLOTS = ("plot_performance_comparison", "plot_roofline", "plot_ab", "plot_latency")
 
 
