@@ -106,7 +106,7 @@ def test_a_flagged_variant_is_re_measured_and_confirmed(tmp_path, model_and_data
     now = tp.benchmark_suite({"m": three_times}, data, rounds=20)
     report = check_regression(now, path)
     check = report.checks[0]
-    assert check.status == "regressed" and check.remeasured is not None
+    assert check.status == "regressed" and check.remeasured is not None, str(report)
     assert check.remeasured.rounds == 60
     assert 1.0 < check.change < 3.0       # about +200 %: three forward passes for one
     assert "re-measured in 60 rounds" in check.note

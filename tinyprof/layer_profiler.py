@@ -28,10 +28,9 @@ the block. A profiler records one block: entering it again is an error (make a n
 
 from __future__ import annotations
 
-import json
 import os
-import threading
 import time
+from _thread import get_ident
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import wraps
@@ -122,7 +121,7 @@ class LayerProfiler:
                                "make a new one (tp.Profiler()) for the next")
         self._used = True
         LayerProfiler._active = self
-        self._thread = threading.get_ident()
+        self._thread = get_ident()
         for cls in _all_module_classes():
             for phase in PHASES:
                 method = cls.__dict__.get(phase)
@@ -157,7 +156,7 @@ class LayerProfiler:
     def _record(self, module: Module, phase: str, method: Callable, args: tuple,
                 kwargs: dict) -> Any:
         stack = self._stack
-        if threading.get_ident() != self._thread or (
+        if get_ident() != self._thread or (
                 stack and self._rows[stack[-1]][6] is module and self._rows[stack[-1]][2] == phase):
             return method(module, *args, **kwargs)  # another thread, or a super() call
         key = (id(module), phase)
@@ -262,6 +261,8 @@ class LayerProfiler:
 
     def export_chrome_trace(self, path: str | os.PathLike) -> Path:
         """Write :meth:`chrome_trace` to ``path`` (open it in Perfetto or chrome://tracing)."""
+        import json
+
         path = Path(path)
         path.write_text(json.dumps(self.chrome_trace()))
         return path

@@ -26,11 +26,9 @@ counts against the caller's memory (a notebook's peak, a sandbox's cap).
 
 from __future__ import annotations
 
-import json
 import math
 import numbers
 import os
-import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -321,6 +319,9 @@ def measure_machine_peaks(cache_roofs: bool = True) -> MachinePeaks:
 def measure_in_child(timeout_s: float = 300.0) -> MachinePeaks:
     """:func:`measure_machine_peaks` in a fresh Python process with this one's environment and
     tinyprof, so its arrays never count against this process's memory."""
+    import json
+    import subprocess
+
     package_parent = str(Path(__file__).resolve().parents[1])
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_parent, env.get("PYTHONPATH")]))
@@ -342,6 +343,8 @@ def machine_peaks() -> MachinePeaks:
 
 def _main() -> None:
     """``python -m tinyprof.roofline``: measure and print the peaks as one line of JSON."""
+    import json
+
     print(json.dumps(asdict(measure_machine_peaks())))
 
 

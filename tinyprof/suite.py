@@ -23,8 +23,6 @@ spread and timing context, under a SHA-256 digest, so an edited baseline is refu
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import numbers
 import os
@@ -205,6 +203,8 @@ class SuiteResult:
     def save(self, path: str | os.PathLike) -> Path:
         """Write :meth:`to_dict` as a baseline JSON file, with the SHA-256 digest of its
         content (``sha256``) so that :meth:`load` refuses a file edited afterwards."""
+        import json
+
         data = self.to_dict()
         data["sha256"] = _digest(data)
         path = Path(path)
@@ -217,6 +217,8 @@ class SuiteResult:
         recomputed from the stored samples. Every problem (unreadable, another format, a
         missing or malformed field, a digest that no longer matches) is a ValueError that
         names the file."""
+        import json
+
         path = Path(path)
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
@@ -293,6 +295,9 @@ class SuiteResult:
 
 def _digest(data: dict[str, Any]) -> str:
     """SHA-256 of the canonical JSON text of ``data`` (sorted keys, no spaces)."""
+    import hashlib
+    import json
+
     text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode("ascii")).hexdigest()
 

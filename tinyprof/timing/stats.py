@@ -8,8 +8,6 @@ numbers :func:`tinyprof.measure_latency` reports.
 
 from __future__ import annotations
 
-import html
-import json
 import math
 import numbers
 import os
@@ -404,6 +402,8 @@ class LatencyStats:
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write :meth:`to_dict` as JSON to ``path``; returns the path."""
+        import json
+
         path = Path(path)
         path.write_text(json.dumps(self.to_dict(), indent=1), encoding="utf-8")
         return path
@@ -411,6 +411,8 @@ class LatencyStats:
     @classmethod
     def load(cls, path: str | os.PathLike) -> "LatencyStats":
         """Read a LatencyStats written by :meth:`save`; the file is named in any error."""
+        import json
+
         path = Path(path)
         try:
             return cls.from_dict(json.loads(path.read_text(encoding="utf-8")))
@@ -464,6 +466,8 @@ class LatencyStats:
         return Table(columns, [row], formats=formats)
 
     def _repr_html_(self) -> str:
+        import html
+
         notes = "".join(f"<li>{html.escape(str(w))}</li>" for w in self.warnings)
         notes = f'<ul style="color:#b35900">{notes}</ul>' if notes else ""
         return (f"<div><b>{html.escape(self._title())}</b>"
