@@ -13,24 +13,28 @@ is built the way pyperf, asv and criterion.rs build theirs:
    variant / probe: median(now) / median(then) − 1. A machine that is 20 % busier slows
    variant and probe alike and leaves the ratio alone. The raw change of the medians is
    reported beside it (and is all there is when a side has no probe samples).
-3. **A noise band from the data.** Changes within ±``band`` are noise, with
+3. **A noise band from the data.** A change is **called** when its whole (1 − alpha)
+   bootstrap interval (95 % by default, as in criterion.rs; each side resampled from its own
+   samples, so a noisy baseline widens it) lies beyond ±band (criterion.rs's rule), with
    band = max(tolerance, |A/A|), where |A/A| is how far apart the medians of the baseline's two
    interleaved copies of itself landed (the suite's A/A row), in the baseline file and in the
-   current run: no run is trusted to resolve less than its own A/A difference. A change is
-   **called** when its whole (1 − alpha) bootstrap interval (99 % by default; each side
-   resampled from its own samples, so a noisy baseline widens it) lies beyond ±band
-   (criterion.rs's rule). The Mann–Whitney p-value is shown beside it.
+   current run: no run is trusted to resolve less than its own A/A difference. A variant is
+   **unchanged** only when its change lies within ±tolerance. The Mann–Whitney p-value is
+   shown beside it.
 4. **Re-measure before calling it** (asv ``continuous``). A variant that is called, or whose
    change alone lies beyond the band, is timed again in max(60, 2 × baseline samples) rounds
    interleaved with the probe, when the current suite still holds its models (a suite returned
    by ``benchmark_suite``, not one loaded from a file). The re-measurement decides: it is
    called the same way, and its direction must agree with the first measurement's. A change
    that was called at first and not when re-measured, or the other way round in direction, is
-   **unstable**: the machine drifted between the measurements, and no verdict is given.
-5. **Never call a slowdown an improvement.** "improved" needs the corrected change, the raw
-   change and the re-measurement all below zero; "regressed" needs them all above. A variant
-   whose corrected and raw changes disagree in sign is "unstable" (the machine's speed moved
-   more than the code's).
+   **unstable**: the machine drifted between the measurements, and no verdict is given. So is
+   a change beyond the tolerance that is not called (its interval reaches into the band: the
+   samples, often the baseline's, spread too widely): never "unchanged".
+5. **Never call a slowdown an improvement.** A verdict also needs the raw times to agree: the
+   raw change of the medians, in the first run and in the re-measurement, must lie beyond the
+   band on the same side ("regressed": all above +band; "improved": all below). A variant whose
+   probe-corrected change is called but whose raw change is not is "unstable": the machine's
+   speed moved as well as the code's, and a slowdown is never reported as an improvement.
 
 Statuses: "regressed", "improved", "unchanged", "unstable", "new" (only in the current suite),
 "missing" (only in the baseline). A baseline from another machine profile (CPU, BLAS and its
@@ -50,7 +54,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .abtest import (
-    ALPHA,
     MIN_ROUNDS,
     NOISE_BAND,
     ABResult,
@@ -73,6 +76,9 @@ REMEASURE_ROUNDS = 60
 STATUS = {"slower": "regressed", "faster": "improved"}
 #: Bootstrap resamples of each side for a change's interval (order statistics: cheap).
 RESAMPLES = 10_000
+#: Default significance: a change is called when its 95 % interval clears the band (criterion.rs's
+#: default confidence), in the first measurement and again in the re-measurement.
+REGRESSION_ALPHA = 0.05
 #: The probe moving more than this between the runs is reported as a warning.
 DRIFT_WARNING = 0.10
 
@@ -81,10 +87,10 @@ DRIFT_WARNING = 0.10
 class Change:
     """A relative change ``then`` → ``now`` of a median: ``change`` = median(now) /
     median(then) − 1 (+0.2 = 20 % slower); ``ci``, its (1 − alpha) percentile-bootstrap
-    interval (``RESAMPLES`` resamples of each side); ``direction``: "slower" when the whole
-    interval lies above +band, "faster" when it lies below 1/(1 + band) − 1, else "no change"
-    (criterion.rs's rule); the Mann–Whitney p-value, for the reader; and ``rounds``, the
-    number of current samples."""
+    interval (``RESAMPLES`` resamples of each side, medians drawn from their order statistics);
+    ``direction``: "slower" when the whole interval lies above +band, "faster" when it lies
+    below 1/(1 + band) − 1, else "no change" (criterion.rs's rule); the Mann–Whitney p-value,
+    for the reader; and ``rounds``, the number of current samples."""
 
     change: float
     ci: tuple[float, float]
@@ -249,6 +255,13 @@ def _signs_agree(direction: str, *changes: float | None) -> bool:
     return all(c is None or sign * c > 0 for c in changes)
 
 
+def _beyond(direction: str, band: float, *changes: float) -> bool:
+    """Every change lies beyond the noise band on the side of ``direction``."""
+    if direction == "slower":
+        return all(c > band for c in changes)
+    return all(c < 1 / (1 + band) - 1 for c in changes)
+
+
 def _remeasure(suite: SuiteResult, name: str, rounds: int) -> tuple[np.ndarray, float] | None:
     """Per-round variant / probe ratios of a fresh interleaved run and its raw median, or None
     if the suite does not hold the variant's model."""
@@ -262,32 +275,35 @@ def _remeasure(suite: SuiteResult, name: str, rounds: int) -> tuple[np.ndarray, 
     return np.asarray(own.samples) / np.asarray(probed.samples), own.median
 
 
-def _judge(then: VariantResult, now: VariantResult, suite: SuiteResult, band: float,
-           alpha: float, remeasure: bool) -> VariantCheck:
+def _judge(then: VariantResult, now: VariantResult, suite: SuiteResult, tolerance: float,
+           band: float, alpha: float, remeasure: bool) -> VariantCheck:
     """One variant's status by the rules of the module docstring."""
     raw = ABResult.from_samples(then.latency, now.latency, noise_band=band, alpha=alpha)
     raw_change = 1 / raw.speedup - 1
     before, after = _ratios(then), _ratios(now)
     if before is None or after is None:   # no probe: the raw comparison is all there is
-        direction = Change.of(np.asarray(then.latency.samples), np.asarray(now.latency.samples),
-                              band, alpha).direction
-        if direction == "no change":
+        alone = Change.of(np.asarray(then.latency.samples), np.asarray(now.latency.samples),
+                          band, alpha)
+        if alone.direction == "no change":
+            if abs(alone.change) > tolerance:
+                return VariantCheck(now.name, "unstable", raw,
+                                    note=_too_spread(alone, tolerance, band))
             return VariantCheck(now.name, "unchanged", raw)
-        return VariantCheck(now.name, STATUS[direction], raw, note=(
+        return VariantCheck(now.name, STATUS[alone.direction], raw, note=(
             "not re-measured: without probe samples on both sides a re-measurement could not "
             "be corrected for the machine's drift"))
     first = Change.of(before, after, band, alpha)
-    suspect = first.direction != "no change" or abs(first.change) > band
-    if not suspect:
+    if first.direction == "no change" and abs(first.change) <= tolerance:
         return VariantCheck(now.name, "unchanged", raw, first)
     again = _remeasure(suite, now.name, max(REMEASURE_ROUNDS, 2 * before.size)) if remeasure \
         else None
     if again is None:   # the first measurement is all there is
         if first.direction == "no change":
-            return VariantCheck(now.name, "unchanged", raw, first)
-        if not _signs_agree(first.direction, raw_change):
-            return VariantCheck(now.name, "unstable", raw, first, note=_disagree(first,
-                                                                                 raw_change))
+            return VariantCheck(now.name, "unstable", raw, first,
+                                note=_too_spread(first, tolerance, band))
+        if not _beyond(first.direction, band, raw_change):
+            return VariantCheck(now.name, "unstable", raw, first,
+                                note=_disagree(first, raw_change, band))
         why = ("remeasure=False" if not remeasure else "the current suite does not hold this "
                "variant's model (a suite loaded from a file holds none)")
         return VariantCheck(now.name, STATUS[first.direction], raw, first,
@@ -296,10 +312,13 @@ def _judge(then: VariantResult, now: VariantResult, suite: SuiteResult, band: fl
     second = Change.of(before, ratios, band, alpha)
     raw_second = median / then.latency.median - 1
     if second.direction == "no change":
+        if abs(second.change) > tolerance:
+            return VariantCheck(now.name, "unstable", raw, first, second,
+                                note="re-measured, " + _too_spread(second, tolerance, band))
         if first.direction == "no change":
             return VariantCheck(now.name, "unchanged", raw, first, second,
-                                f"{first.change:+.1%} at first; re-measured, the interval "
-                                f"reaches into the ±{band:.1%} noise band: {second}")
+                                f"{first.change:+.1%} at first, within the ±{tolerance:.0%} "
+                                f"tolerance when re-measured: {second}")
         return VariantCheck(now.name, "unstable", raw, first, second, note=(
             f"{first.change:+.1%} at first, {second.change:+.1%} when re-measured: the "
             "machine drifted between the measurements, so neither is called"))
@@ -307,21 +326,29 @@ def _judge(then: VariantResult, now: VariantResult, suite: SuiteResult, band: fl
         return VariantCheck(now.name, "unstable", raw, first, second, note=(
             f"{first.change:+.1%} at first, {second.change:+.1%} when re-measured: opposite "
             "directions, so neither is called"))
-    if not _signs_agree(second.direction, raw_change, raw_second):
+    if not _beyond(second.direction, band, raw_change, raw_second):
         return VariantCheck(now.name, "unstable", raw, first, second,
-                            note=_disagree(second, raw_second))
+                            note=_disagree(second, min(raw_change, raw_second, key=abs), band))
     return VariantCheck(now.name, STATUS[second.direction], raw, first, second,
                         f"re-measured in {second.rounds} rounds: {second}")
 
 
-def _disagree(change: Change, raw_change: float) -> str:
-    return (f"{change.change:+.1%} against the probe but {raw_change:+.1%} in raw time: the "
-            "machine's speed changed more than the code's, so neither is called")
+def _too_spread(change: Change, tolerance: float, band: float) -> str:
+    return (f"{change} lies beyond the ±{tolerance:.0%} tolerance, but its interval reaches "
+            f"into the ±{band:.1%} noise band: the samples spread too widely to call it either "
+            "way (see the warnings)")
+
+
+def _disagree(change: Change, raw_change: float, band: float) -> str:
+    return (f"{change.change:+.1%} against the probe but {raw_change:+.1%} in raw time, which "
+            f"is not beyond the ±{band:.1%} noise band: the machine's speed changed as well as "
+            "the code's, so neither is called")
 
 
 def check_regression(current: SuiteResult | str | os.PathLike,
                      baseline_path: str | os.PathLike, tolerance: float = NOISE_BAND,
-                     alpha: float = ALPHA, *, remeasure: bool = True) -> RegressionReport:
+                     alpha: float = REGRESSION_ALPHA, *, remeasure: bool = True
+                     ) -> RegressionReport:
     """Compare ``current`` (a suite, or the path of a saved one) with the baseline saved at
     ``baseline_path``, as the module docstring describes: probe-corrected changes judged
     against a noise band of max(``tolerance``, the A/A rows' difference), a flagged variant
@@ -369,7 +396,7 @@ def check_regression(current: SuiteResult | str | os.PathLike,
         elif then.probe is None or found.probe is None:
             warnings.append(f"{then.name}: no probe samples on one side: raw medians are "
                             "compared, uncorrected for the machine's drift")
-        checks.append(_judge(then, found, now, band, alpha, remeasure))
+        checks.append(_judge(then, found, now, tolerance, band, alpha, remeasure))
         if then.probe is not None and found.probe is not None:
             drift = found.probe.median / then.probe.median - 1
             if abs(drift) > DRIFT_WARNING:
