@@ -208,8 +208,9 @@ class RegressionReport:
         else:
             lines.append("OK: no variant regressed")
         if self.unstable:
-            lines.append(f"NO VERDICT for {', '.join(self.unstable)}: the machine drifted while "
-                         "measuring; run the check again on a quieter machine")
+            lines.append(f"NO VERDICT for {', '.join(self.unstable)}: the timings varied too "
+                         "much to tell (see the notes above); run the check again on a quieter "
+                         "machine")
         return "\n".join(lines)
 
     def __repr__(self) -> str:
