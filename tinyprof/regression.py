@@ -385,7 +385,7 @@ def check_regression(current: SuiteResult | str | os.PathLike,
     if now.probe_name != before.probe_name:
         warnings.append(f"the baseline's probe ({before.probe_name!r}) is not this version's "
                         f"({now.probe_name!r}): raw medians are compared, uncorrected")
-    checks = []
+    checks, busy = [], set()
     current_names = {v.name for v in now.variants}
     for then in before.variants:
         if then.name not in current_names:
@@ -405,8 +405,14 @@ def check_regression(current: SuiteResult | str | os.PathLike,
                                 "(the machine is busier or faster than then); the changes "
                                 "are corrected for it")
         for side, stats in (("in the baseline", then.latency), ("now", found.latency)):
-            warnings += [f"{then.name} {side}: {str(w).split('. ')[0]}" for w in stats.warnings
-                         if w.kind in ("unstable", "busy machine")]
+            for w in stats.warnings:
+                first_sentence = str(w).split(". ")[0]
+                if w.kind == "unstable":
+                    warnings.append(f"{then.name} {side}: {first_sentence}")
+                elif w.kind == "busy machine" and side not in busy:   # once per run
+                    busy.add(side)
+                    run = "the baseline's run" if side == "in the baseline" else "this run"
+                    warnings.append(f"{run}: {first_sentence}")
     known = {v.name for v in before.variants}
     checks += [VariantCheck(v.name, "new") for v in now.variants if v.name not in known]
     return RegressionReport(tuple(checks), tolerance, tuple(warnings), band)
