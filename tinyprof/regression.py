@@ -22,7 +22,7 @@ is built the way pyperf, asv and criterion.rs build theirs:
    **unchanged** only when its change lies within ±tolerance. The Mann–Whitney p-value is
    shown beside it.
 4. **Re-measure before calling it** (asv ``continuous``). A variant that is called, or whose
-   change alone lies beyond the band, is timed again in max(60, 2 × baseline samples) rounds
+   change lies beyond the tolerance, is timed again in max(60, 2 × baseline samples) rounds
    interleaved with the probe, when the current suite still holds its models (a suite returned
    by ``benchmark_suite``, not one loaded from a file). The re-measurement decides: it is
    called the same way, and its direction must agree with the first measurement's. A change
@@ -76,8 +76,8 @@ REMEASURE_ROUNDS = 60
 STATUS = {"slower": "regressed", "faster": "improved"}
 #: Bootstrap resamples of each side for a change's interval (order statistics: cheap).
 RESAMPLES = 10_000
-#: Default significance: a change is called when its 95 % interval clears the band (criterion.rs's
-#: default confidence), in the first measurement and again in the re-measurement.
+#: Default significance: a change is called when its 95 % interval clears the band
+#: (criterion.rs's default confidence level).
 REGRESSION_ALPHA = 0.05
 #: The probe moving more than this between the runs is reported as a warning.
 DRIFT_WARNING = 0.10
