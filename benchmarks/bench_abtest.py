@@ -10,6 +10,8 @@ Same workload (four 96×96 float32 matmuls, tens of µs), TRIALS trials per row,
 - **10 % and 20 % slower**: B does the same work plus a busy wait of 10 % or 20 % of A's median.
   The detection rate is how often each method calls B slower.
 
+Last, what the speedup's bootstrap interval costs at 10³–10⁵ samples a side.
+
 Run: ``python benchmarks/bench_abtest.py [TRIALS]``
 """
 
@@ -21,7 +23,7 @@ import time
 
 import numpy as np
 
-from tinyprof.abtest import ab_test, mann_whitney_u
+from tinyprof.abtest import ab_test, bootstrap_ratio_ci, mann_whitney_u
 from tinyprof.timing import measure_latency
 
 ROUNDS = 20
@@ -80,6 +82,37 @@ def main(trials: int = 40) -> None:
         counts = np.sum([trial(work, candidate) for _ in range(trials)], axis=0)
         print(f"{label:<30}" + "".join(f"{c:>{w}}" for c, w in zip(
             [f"{n}/{trials} ({n / trials:.0%})" for n in counts], (18, 22, 20))))
+
+    bootstrap_cost()
+
+
+def bootstrap_cost() -> None:
+    """The speedup interval's cost by sample size: each side's resampled medians drawn from
+    their order statistics (one bootstrap for ab_test and LatencyStats), beside the textbook
+    resampling of n indices per resample where it fits in memory (goal: 10⁵ a side < 50 ms)."""
+    print("\nbootstrap interval of the speedup, 2,000 resamples (best of 3):")
+    rng = np.random.default_rng(0)
+    for n in (1_000, 10_000, 100_000):
+        a, b = rng.lognormal(0, 0.1, n), rng.lognormal(0.1, 0.1, n)
+        ours = min(_seconds(bootstrap_ratio_ci, a, b) for _ in range(3))
+        line = f"  {n:>7,} samples a side: {ours * 1e3:7.1f} ms"
+        if n <= 10_000:
+            textbook = _seconds(_textbook_ratio_ci, a, b)
+            line += f"   textbook resampling {textbook * 1e3:8.1f} ms ({textbook / ours:.0f}×)"
+        print(line)
+
+
+def _seconds(fn, *args) -> float:
+    start = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - start
+
+
+def _textbook_ratio_ci(a: np.ndarray, b: np.ndarray, resamples: int = 2000) -> tuple:
+    rng = np.random.default_rng(0)
+    medians_a = np.median(a[rng.integers(0, a.size, (resamples, a.size))], axis=1)
+    medians_b = np.median(b[rng.integers(0, b.size, (resamples, b.size))], axis=1)
+    return tuple(np.percentile(medians_a / medians_b, [2.5, 97.5]))
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ import timeit
 import numpy as np
 
 from tinyprof.timing import LatencyStats, measure_latency, timer_overhead
-from tinyprof.timing.harness import _make_block
+from tinyprof.timing.harness import make_block
 from tinyprof.units import format_seconds
 
 RUNS = 20
@@ -41,7 +41,7 @@ def timer_costs() -> None:
           f"{', '.join(format_seconds(r) for r in reads)}")
     n = 20_000
     single = measure_latency(lambda: None, warmup=0, iterations=n, loops=1)
-    block = _make_block(lambda: None, (), {})  # the harness's own sampling loop
+    block = make_block(lambda: None, (), {})  # the harness's own sampling loop
     start = time.perf_counter()
     for _ in range(n):
         block(1)

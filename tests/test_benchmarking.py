@@ -96,7 +96,7 @@ def test_suite_json_round_trip_and_reports(tmp_path):
     loaded = SuiteResult.load(path)
     assert loaded.baseline == "base" and loaded.machine == {"processor": "test cpu"}
     assert loaded["fast"].latency.samples == suite["fast"].latency.samples
-    assert json.loads(path.read_text())["format"] == "tinyprof-suite/1"
+    assert json.loads(path.read_text())["format"] == "tinyprof-suite/2"
     markdown = tp.reports.suite_markdown(suite, tmp_path / "report.md")
     assert "| fast |" in markdown and "data:image/png;base64," in markdown
     assert "processor: test cpu" in markdown

@@ -136,3 +136,37 @@ def test_top_operations_table_and_amdahl(mlp_step, capsys):
     assert layers.amdahl("Linear", 2.0) == pytest.approx(amdahl_speedup(p, 2.0))
     assert layers.share("forward") + layers.share("backward") == pytest.approx(1.0)
     assert layers.amdahl("forward", 1.0) == pytest.approx(1.0)
+
+
+def test_a_profiler_records_one_block_and_refuses_a_second(mlp_step):
+    """Entering the same profiler again used to mix two blocks (coverage above 1, negative trace
+    timestamps): it is refused, and the first block's record is left as it was."""
+    _, step = mlp_step
+    prof = tp.Profiler()
+    with prof:
+        step()
+    calls, wall = len(prof.layers.calls), prof.layers.wall_seconds
+    with pytest.raises(RuntimeError, match="already recorded a `with` block.*make a new one"):
+        with prof:
+            step()
+    assert len(prof.layers.calls) == calls and prof.layers.wall_seconds == wall
+    assert LayerProfiler._active is None and prof.layers.coverage <= 1.0
+    assert min(e["ts"] for e in prof.layers.chrome_trace()["traceEvents"]) >= 0
+    with tp.Profiler():        # a new one records as usual
+        step()
+
+
+def test_overhead_is_reported_as_a_lower_bound_and_setup_apart(mlp_step):
+    from tinyprof.layer_profiler import overhead_per_call
+
+    _, step = mlp_step
+    with tp.Profiler() as prof:
+        step()
+    layers = prof.layers
+    per_call = overhead_per_call()
+    assert 0 < per_call < 1e-3
+    assert layers.overhead_fraction == pytest.approx(len(layers.calls) * per_call
+                                                     / layers.wall_seconds)
+    assert layers.setup_seconds > 0      # wrapping every layer class, outside the wall time
+    title = prof.top_operations(3).title
+    assert "profiler overhead ≥" in title and "to enter and leave the block" in title

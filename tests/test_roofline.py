@@ -42,10 +42,35 @@ def test_classify_on_synthetic_timings(flops, nbytes, seconds, calls, want):
 
 
 def test_classify_refuses_impossible_timings():
-    with pytest.raises(ValueError, match="positive time"):
+    with pytest.raises(ValueError, match="classify: seconds must be a finite number > 0"):
         PEAKS.classify(1, 1, 0.0)
-    with pytest.raises(ValueError, match="call count"):
+    with pytest.raises(ValueError, match="classify: calls must be an integer ≥ 1"):
         PEAKS.classify(1, 1, 1.0, calls=0)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: PEAKS.attainable(-1), "intensity \\(FLOPs per byte\\) must be ≥ 0, got -1.0"),
+    (lambda: PEAKS.attainable(float("nan")), "must be ≥ 0, got nan"),
+    (lambda: PEAKS.bound(-0.5), "bound: intensity"),
+    (lambda: PEAKS.classify(-5, 10, 1e-3), "classify: flops must be a finite number ≥ 0"),
+    (lambda: PEAKS.classify(5, -10, 1e-3), "classify: bytes must be a finite number ≥ 0"),
+    (lambda: PEAKS.classify(5, 10, float("nan")), "classify: seconds"),
+    (lambda: PEAKS.roof_seconds(float("inf"), 1), "roof_seconds: flops"),
+    (lambda: MachinePeaks(0, 0), "MachinePeaks: flops_per_second must be a finite number > 0"),
+    (lambda: MachinePeaks(1e9, float("nan")), "MachinePeaks: bytes_per_second"),
+])
+def test_machine_peaks_refuse_what_has_no_roofline(call, message):
+    """The methods refuse what the free functions refuse: negative or NaN intensities, FLOPs
+    and bytes, and roofs of zero (a ridge point divided by zero)."""
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_machine_peaks_right_answers_at_the_edges():
+    assert PEAKS.attainable(0) == 0.0
+    assert PEAKS.attainable(float("inf")) == PEAKS.flops_per_second   # no bytes at all
+    assert PEAKS.attainable(PEAKS.ridge_intensity) == PEAKS.flops_per_second
+    assert PEAKS.classify(10, 0, 1.0) == "compute"
 
 
 def test_cache_levels_from_sysfs(tmp_path):

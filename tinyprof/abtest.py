@@ -9,6 +9,9 @@ of A and one of B in a random order, so that drift hits both alike. From the per
 - **speedup** = median(baseline) / median(candidate): above 1 the candidate is faster;
 - its 95 % **bootstrap interval**: the ratio of the medians of ``resamples`` independent
   resamples (with replacement) of each side, and the 2.5th and 97.5th percentiles of the ratios;
+  each resample's median is drawn from its order statistics
+  (:func:`tinyprof.timing.bootstrap_medians`, the same distribution as drawing n indices), so
+  10⁵ samples a side cost milliseconds, not seconds;
 - the **Mann–Whitney U** test (two-sided): U = number of pairs (a, b) with a > b, ties counting
   ½; its p-value by the normal approximation with tie and continuity corrections (what
   ``scipy.stats.mannwhitneyu(..., method="asymptotic")`` gives); asv and Google Benchmark's
@@ -24,12 +27,13 @@ from __future__ import annotations
 
 import gc
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .timing import LatencyStats, callable_name, collect_context
+from .timing import LatencyStats, bootstrap_medians, callable_name, collect_context
 from .timing.harness import MIN_BLOCK_SECONDS, calibrate_loops, make_block
 from .units import format_seconds
 
@@ -76,15 +80,33 @@ def bootstrap_ratio_ci(baseline: Sequence[float], candidate: Sequence[float],
                        confidence: float = CONFIDENCE, resamples: int = RESAMPLES,
                        seed: int = 0) -> tuple[float, float]:
     """Percentile-bootstrap interval of median(baseline) / median(candidate): each side
-    resampled with replacement ``resamples`` times (``np.random.default_rng(seed)``), the
-    ratio of the medians taken per resample, and its (1 − c)/2 and (1 + c)/2 percentiles."""
-    a, b = np.asarray(baseline, dtype=float), np.asarray(candidate, dtype=float)
+    resampled with replacement ``resamples`` times (one ``np.random.default_rng(seed)`` for
+    both, baseline first), the ratio of the medians taken per resample, and its (1 − c)/2 and
+    (1 + c)/2 percentiles. The resamples' medians come from
+    :func:`tinyprof.timing.bootstrap_medians` (O(n log n + resamples))."""
+    a, b = np.asarray(baseline, dtype=float).ravel(), np.asarray(candidate, dtype=float).ravel()
+    if a.size == 0 or b.size == 0:
+        raise ValueError(f"bootstrap_ratio_ci needs samples on both sides, got {a.size} and "
+                         f"{b.size}")
     rng = np.random.default_rng(seed)
-    a_medians = np.median(a[rng.integers(0, a.size, (resamples, a.size))], axis=1)
-    b_medians = np.median(b[rng.integers(0, b.size, (resamples, b.size))], axis=1)
+    ratios = bootstrap_medians(a, resamples, rng) / bootstrap_medians(b, resamples, rng)
     tail = 100 * (1 - confidence) / 2
-    low, high = np.percentile(a_medians / b_medians, [tail, 100 - tail])
+    low, high = np.percentile(ratios, [tail, 100 - tail])
     return float(low), float(high)
+
+
+def check_settings(noise_band: float, alpha: float, caller: str = "ab_test") -> None:
+    """Refuse a noise band that is not a finite number ≥ 0 and an ``alpha`` outside (0, 1): a
+    negative band or alpha = 1 would call any A/A difference "faster" or "slower"."""
+    for name, value in (("noise_band", noise_band), ("alpha", alpha)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(f"{caller}: {name} must be a number, got {value!r}")
+    if not (math.isfinite(noise_band) and noise_band >= 0):
+        raise ValueError(f"{caller}: noise_band is the relative change treated as noise, a "
+                         f"number ≥ 0 (0.05 = ±5 %), got {noise_band!r}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"{caller}: alpha is a significance level strictly between 0 and 1 "
+                         f"(0.01 is usual), got {alpha!r}")
 
 
 def verdict(speedup_ci: tuple[float, float], p_value: float, rounds: int,
@@ -122,6 +144,11 @@ class ABResult:
                      noise_band: float = NOISE_BAND, alpha: float = ALPHA,
                      interleaved: bool = True, seed: int = 0) -> "ABResult":
         """Compare two sets of samples already taken (one per round on each side)."""
+        check_settings(noise_band, alpha, "ABResult.from_samples")
+        for side, stats in (("baseline", baseline), ("candidate", candidate)):
+            if not isinstance(stats, LatencyStats):
+                raise TypeError(f"ABResult.from_samples: {side} must be a LatencyStats, got "
+                                f"{type(stats).__name__}")
         a, b = np.asarray(baseline.samples), np.asarray(candidate.samples)
         rounds = min(a.size, b.size)
         u, p = mann_whitney_u(a, b)
@@ -172,41 +199,94 @@ def _timed_rounds(blocks: Sequence[Callable[[int], float]], loops: Sequence[int]
     return times
 
 
+def _count(caller: str, name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{caller}: {name} must be an integer, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{caller}: {name} must be ≥ {minimum}, got {value}")
+    return int(value)
+
+
+class _Guarded:
+    """A block that names its function and the phase when the function raises."""
+
+    def __init__(self, caller: str, role: str, fn: Callable, block: Callable[[int], float]):
+        self.caller, self.role, self.fn, self.block = caller, role, fn, block
+        self.phase = "warm-up"
+
+    def __call__(self, loops: int) -> float:
+        try:
+            return self.block(loops)
+        except Exception as error:
+            raise RuntimeError(f"{self.caller}: the {self.role} ({callable_name(self.fn)}) "
+                               f"raised {type(error).__name__} during {self.phase}: "
+                               f"{error}") from error
+
+
+def measure_interleaved(functions: Sequence[tuple[str, Callable]], args: tuple = (),
+                        kwargs: dict | None = None, *, rounds: int = 30, warmup: int = 3,
+                        loops: int | None = None, interleave: bool = True, seed: int = 0,
+                        caller: str = "ab_test", block_seconds: float = MIN_BLOCK_SECONDS
+                        ) -> list[LatencyStats]:
+    """Per-call LatencyStats of each ``(role, fn)`` of ``functions``, timed as :func:`ab_test`
+    does: ``warmup`` calls each, loops calibrated per function to ≥ ``block_seconds`` a block
+    (200 µs; or ``loops``), then ``rounds`` rounds of one block of each in a random order, the
+    garbage collector off. Sample i of every function comes from round i, so per-round ratios
+    pair up. An exception names the role, the function and the phase (warm-up, calibration,
+    timing)."""
+    rounds = _count(caller, "rounds", rounds, 1)
+    warmup = _count(caller, "warmup", warmup, 0)
+    if loops is not None:
+        loops = _count(caller, "loops", loops, 1)
+    blocks = [_Guarded(caller, role, fn, make_block(fn, args, kwargs or {}))
+              for role, fn in functions]
+    for block in blocks:
+        block(warmup)
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        counts = []
+        for block in blocks:
+            block.phase = "calibration"
+            counts.append(loops or calibrate_loops(block, block_seconds))
+            block.phase = "timing"
+        times = _timed_rounds(blocks, counts, rounds, interleave, np.random.default_rng(seed))
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    context = collect_context()
+    return [LatencyStats.from_samples(t, loops=n, name=callable_name(fn), warmup=warmup,
+                                      context=context)
+            for t, n, (_, fn) in zip(times, counts, functions)]
+
+
 def ab_test(baseline: Callable, candidate: Callable, *args: Any, rounds: int = 30,
             warmup: int = 3, loops: int | None = None, noise_band: float = NOISE_BAND,
             alpha: float = ALPHA, interleave: bool = True, seed: int = 0,
             **kwargs: Any) -> ABResult:
     """Time ``baseline(*args, **kwargs)`` and ``candidate(*args, **kwargs)`` in ``rounds``
     interleaved rounds (random order in each, ``seed``) after ``warmup`` calls each, with the
-    calls per block calibrated to ≥ 200 µs (or ``loops``) and the garbage collector off, and
-    compare them (:class:`ABResult`). ``interleave=False`` times all rounds of the baseline
-    first: only for showing why not to."""
-    if rounds < 1 or warmup < 0:
-        raise ValueError(f"ab_test needs rounds ≥ 1 and warmup ≥ 0, got {rounds} and {warmup}")
+    calls per block calibrated to ≥ 200 µs (``loops=None``) or fixed at ``loops`` ≥ 1, and the
+    garbage collector off, and compare them (:class:`ABResult`). ``interleave=False`` times
+    all rounds of the baseline first: only for showing why not to.
+
+    Raises TypeError for non-callables or non-integer counts, ValueError for ``rounds`` < 1,
+    ``warmup`` < 0, ``loops`` < 1, a negative ``noise_band`` or ``alpha`` outside (0, 1), and
+    RuntimeError naming the function and the phase when one of them raises."""
     if not (callable(baseline) and callable(candidate)):
-        raise TypeError("ab_test compares two callables: ab_test(baseline, candidate, *args)")
-    blocks = [make_block(fn, args, kwargs) for fn in (baseline, candidate)]
-    for block in blocks:
-        block(warmup)
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        counts = [loops or calibrate_loops(block, MIN_BLOCK_SECONDS) for block in blocks]
-        times = _timed_rounds(blocks, counts, rounds, interleave, np.random.default_rng(seed))
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-    context = collect_context()
-    stats = [LatencyStats.from_samples(t, loops=n, name=callable_name(fn), warmup=warmup,
-                                       context=context)
-             for t, n, fn in zip(times, counts, (baseline, candidate))]
+        raise TypeError("ab_test compares two callables: ab_test(baseline, candidate, *args), "
+                        f"got {type(baseline).__name__} and {type(candidate).__name__}")
+    check_settings(noise_band, alpha)
+    stats = measure_interleaved([("baseline", baseline), ("candidate", candidate)], args, kwargs,
+                                rounds=rounds, warmup=warmup, loops=loops,
+                                interleave=interleave, seed=seed)
     if stats[0].name == stats[1].name:
         stats = [LatencyStats.from_samples(s.samples, loops=s.loops, name=label, warmup=warmup,
-                                           context=context)
+                                           context=s.context)
                  for s, label in zip(stats, ("A", "B"))]
     return ABResult.from_samples(*stats, noise_band=noise_band, alpha=alpha,
                                  interleaved=interleave, seed=seed)
 
 
 __all__ = ["ABResult", "ALPHA", "MIN_ROUNDS", "NOISE_BAND", "ab_test", "bootstrap_ratio_ci",
-           "mann_whitney_u", "verdict"]
+           "check_settings", "mann_whitney_u", "measure_interleaved", "verdict"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numbers
+
 
 def amdahl_speedup(fraction: float, factor: float) -> float:
     """Overall speedup = 1 / ((1 − p) + p / s).
@@ -26,14 +28,18 @@ def required_factor(fraction: float, target: float) -> float:
     when T ≥ 1 / (1 − p).
     """
     _check(fraction, 1.0)
-    if target < 1:
+    if not target >= 1:
         raise ValueError(f"target speedup must be ≥ 1, got {target}")
     slack = 1.0 / target - (1.0 - fraction)
     return float("inf") if slack <= 0 else fraction / slack
 
 
 def _check(fraction: float, factor: float) -> None:
+    """A fraction in [0, 1] and a factor > 0 (infinity allowed: the limit); NaN is neither."""
+    for name, value in (("fraction", fraction), ("factor", factor)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(f"amdahl: {name} must be a number, got {value!r}")
     if not 0.0 <= fraction <= 1.0:
         raise ValueError(f"fraction of the work must be between 0 and 1, got {fraction}")
-    if factor <= 0:
+    if not factor > 0:
         raise ValueError(f"speedup factor must be positive, got {factor}")

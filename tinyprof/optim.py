@@ -6,6 +6,7 @@ Adam keeps first and second moments (2× the parameters).
 
 from __future__ import annotations
 
+import numbers
 from typing import Iterable
 
 import numpy as np
@@ -102,7 +103,12 @@ class Adam(Optimizer):
                             "rounds to 0 and squared gradients underflow (the update becomes "
                             "inf/NaN); train in float32, or keep float32 master weights as mixed "
                             "precision does")
-        self.beta1, self.beta2 = betas
+        if (isinstance(betas, (str, bytes)) or not hasattr(betas, "__len__")
+                or len(betas) != 2 or not all(isinstance(b, numbers.Real)
+                                              and not isinstance(b, bool) for b in betas)):
+            raise ValueError(f"Adam: betas is a pair of numbers (beta1, beta2), e.g. (0.9, "
+                             f"0.999), got {betas!r}")
+        self.beta1, self.beta2 = (float(b) for b in betas)
         if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
             raise ValueError(f"Adam: betas must lie in [0, 1), got {tuple(betas)}")
         if not eps >= 0:

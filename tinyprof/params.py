@@ -22,14 +22,21 @@ def count_parameters(model: Module) -> int:
     Exact Python integers, so even a 2³²×2³² shape-only Linear counts right. Works on
     ``shape_only=True`` models (it reads shapes, never data).
     """
-    if not hasattr(model, "parameters"):
-        raise TypeError(f"count_parameters needs a model with .parameters(), got "
-                        f"{type(model).__name__}")
+    _require_model("count_parameters", model)
     return sum(param.size for param in model.parameters())
+
+
+def _require_model(caller: str, model: object) -> None:
+    """A TypeError naming ``caller`` unless ``model`` is a tinyprof model (or has the walk)."""
+    if not (isinstance(model, Module) or hasattr(model, "named_parameters")
+            and hasattr(model, "parameters")):
+        raise TypeError(f"{caller} needs a model with .parameters() (a tinyprof Module), got "
+                        f"{type(model).__name__}")
 
 
 def parameter_bytes(model: Module, dtype=None) -> int:
     """Bytes the parameters take: Σ size × itemsize, in the model's own dtypes or in ``dtype``."""
+    _require_model("parameter_bytes", model)
     if dtype is None:
         return sum(param.nbytes for param in model.parameters())
     return count_parameters(model) * np.dtype(dtype).itemsize
@@ -41,6 +48,9 @@ def parameter_table(model: Module, dtype=None) -> Table:
     A parameter shared with an earlier layer (a tied weight) is listed as ``tied`` and counted
     only where it first appears, so the total equals :func:`count_parameters`.
     """
+    if not isinstance(model, Module):
+        raise TypeError(f"parameter_table needs a model (a tinyprof Module), got "
+                        f"{type(model).__name__}")
     seen: dict[int, str] = {}
     rows = []
     for name, module in model.named_modules():
@@ -70,6 +80,10 @@ def parameter_groups(model: Module, key: Callable[[str], str]) -> Table:
 
     Rows: group, parameters, share of the total, bytes; largest group first.
     """
+    _require_model("parameter_groups", model)
+    if not callable(key):
+        raise TypeError(f"parameter_groups: key is a function of a parameter's name, got "
+                        f"{type(key).__name__}")
     counts: dict[str, int] = {}
     nbytes: dict[str, int] = {}
     for name, param in model.named_parameters():

@@ -29,6 +29,19 @@ from .timing import measure_latency
 MB = 1e6
 
 
+def _shape(caller: str, input_shape: Sequence[int]) -> tuple:
+    """``input_shape`` as a tuple; an array passed instead of its shape is a TypeError that says
+    so (instead of an error message that prints the whole array)."""
+    if isinstance(input_shape, np.ndarray):
+        raise TypeError(f"Profiler.{caller} takes the input's shape, e.g. x.shape = "
+                        f"{input_shape.shape}, not the array itself")
+    try:
+        return tuple(input_shape)
+    except TypeError:
+        raise TypeError(f"Profiler.{caller}: input_shape must be a tuple of ints, got "
+                        f"{type(input_shape).__name__}") from None
+
+
 def _output_grad(output: np.ndarray) -> np.ndarray:
     """A seeded gradient for the model's output (its values do not change the work done)."""
     rng = np.random.default_rng(0)
@@ -73,7 +86,7 @@ class Profiler:
 
     def count_flops(self, model: Module, input_shape: Sequence[int]) -> int:
         """Forward matmul/conv/attention FLOPs for ``input_shape`` (batch included)."""
-        return count_flops(model, tuple(input_shape))
+        return count_flops(model, _shape("count_flops", input_shape))
 
     def measure_memory(self, model: Module, input_shape: Sequence[int]) -> dict[str, float]:
         """Measured on a real forward + loss + backward of a seeded input of ``input_shape``.
@@ -84,7 +97,8 @@ class Profiler:
         - memory_efficiency: (parameters + activations) / peak, the share of the peak that is
           not short-lived temporaries.
         """
-        return self._memory(model, random_input(model, input_shape))[0]
+        return self._memory(model, random_input(model, _shape("measure_memory",
+                                                               input_shape)))[0]
 
     def _memory(self, model: Module, x: np.ndarray) -> tuple[dict[str, float], TrainingMemory]:
         """The classic memory keys, and the measured training step they come from."""

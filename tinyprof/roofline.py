@@ -26,9 +26,9 @@ counts against the caller's memory (a notebook's peak, a sandbox's cap).
 
 from __future__ import annotations
 
-import json
+import math
+import numbers
 import os
-import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -48,6 +48,20 @@ MATMUL_SIZES = (256, 512, 1024, 2048)
 #: that is larger, and at most MAX_STREAM_ARRAY_BYTES.
 MIN_STREAM_ARRAY_BYTES = 256 * 2**20
 MAX_STREAM_ARRAY_BYTES = 1024 * 2**20
+
+
+def _number(what: str, value: float, positive: bool = False, infinite: bool = False) -> float:
+    """``value`` as a float after checking it is a real number, not NaN, ≥ 0 (> 0 when
+    ``positive``) and finite (unless ``infinite``); otherwise a ValueError naming ``what``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{what} must be a number, got {value!r}")
+    value = float(value)
+    if math.isnan(value) or value < 0 or (positive and value == 0) or (
+            math.isinf(value) and not infinite):
+        need = "> 0" if positive else "≥ 0"
+        raise ValueError(f"{what} must be {'a finite number ' if not infinite else ''}{need}, "
+                         f"got {value!r}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -79,21 +93,30 @@ class MachinePeaks:
     seconds_spent: float = 0.0
     context: str = ""
 
+    def __post_init__(self) -> None:
+        for name in ("flops_per_second", "bytes_per_second", "call_overhead_s"):
+            _number(f"MachinePeaks: {name}", getattr(self, name), positive=True)
+
     @property
     def ridge_intensity(self) -> float:
         """FLOPs per byte where the two roofs meet: peak FLOP/s ÷ bandwidth."""
         return self.flops_per_second / self.bytes_per_second
 
     def attainable(self, intensity: float) -> float:
-        """min(peak FLOP/s, intensity × bandwidth)."""
+        """min(peak FLOP/s, intensity × bandwidth); ``intensity`` is FLOPs per byte, ≥ 0 (an
+        infinite intensity, no bytes at all, reaches the peak)."""
+        intensity = _number("attainable: intensity (FLOPs per byte)", intensity, infinite=True)
         return min(self.flops_per_second, intensity * self.bytes_per_second)
 
     def bound(self, intensity: float) -> str:
         """"memory" below the ridge point, "compute" at or above it."""
+        intensity = _number("bound: intensity (FLOPs per byte)", intensity, infinite=True)
         return "compute" if intensity >= self.ridge_intensity else "memory"
 
     def roof_seconds(self, flops: float, nbytes: float) -> float:
         """The least time the roofline allows: max(flops / peak FLOP/s, bytes / bandwidth)."""
+        flops = _number("roof_seconds: flops", flops)
+        nbytes = _number("roof_seconds: bytes", nbytes)
         return max(flops / self.flops_per_second, nbytes / self.bytes_per_second)
 
     def classify(self, flops: float, nbytes: float, seconds: float, calls: int = 1,
@@ -102,8 +125,11 @@ class MachinePeaks:
         within ``overhead_factor`` tiny numpy calls *and* the roofline explains under a tenth of
         it (it is far below both roofs because of per-call cost); otherwise "compute" or
         "memory" by its arithmetic intensity flops / bytes against the ridge point."""
-        if seconds <= 0 or calls < 1:
-            raise ValueError(f"need a positive time and call count, got {seconds} s, {calls}")
+        flops = _number("classify: flops", flops)
+        nbytes = _number("classify: bytes", nbytes)
+        seconds = _number("classify: seconds", seconds, positive=True)
+        if isinstance(calls, bool) or not isinstance(calls, numbers.Integral) or calls < 1:
+            raise ValueError(f"classify: calls must be an integer ≥ 1, got {calls!r}")
         per_call = seconds / calls
         explained = self.roof_seconds(flops, nbytes) / seconds
         if per_call < overhead_factor * self.call_overhead_s and explained < 0.1:
@@ -293,6 +319,9 @@ def measure_machine_peaks(cache_roofs: bool = True) -> MachinePeaks:
 def measure_in_child(timeout_s: float = 300.0) -> MachinePeaks:
     """:func:`measure_machine_peaks` in a fresh Python process with this one's environment and
     tinyprof, so its arrays never count against this process's memory."""
+    import json
+    import subprocess
+
     package_parent = str(Path(__file__).resolve().parents[1])
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_parent, env.get("PYTHONPATH")]))
@@ -314,6 +343,8 @@ def machine_peaks() -> MachinePeaks:
 
 def _main() -> None:
     """``python -m tinyprof.roofline``: measure and print the peaks as one line of JSON."""
+    import json
+
     print(json.dumps(asdict(measure_machine_peaks())))
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+import numbers
+
 import numpy as np
 
 BYTE_UNITS = (("GB", 1e9), ("MB", 1e6), ("KB", 1e3))
@@ -25,7 +28,13 @@ def format_bytes(n: float) -> str:
 
 def format_seconds(t: float) -> str:
     """Three significant digits in the largest unit that keeps the number ≥ 1:
-    0.00123 → '1.23 ms'; 0.0009996 rounds to '1 ms', not '1e+03 µs'."""
+    0.00123 → '1.23 ms'; 0.0009996 rounds to '1 ms', not '1e+03 µs'. NaN is 'nan' (no unit:
+    it is no time), ±infinity '±inf s'."""
+    t = float(t)
+    if math.isnan(t):
+        return "nan"
+    if math.isinf(t):
+        return f"{t} s"
     for unit, scale in TIME_UNITS:
         shown = float(f"{t / scale:.3g}")
         if abs(shown) >= 1:
@@ -34,8 +43,14 @@ def format_seconds(t: float) -> str:
 
 
 def format_count(n: float) -> str:
-    """Thousands separators for exact counts: 124439808 → '124,439,808'."""
-    return f"{int(n):,}"
+    """Thousands separators for exact counts: 124439808 → '124,439,808'. A count is a whole
+    number: 1.7 (or NaN) is a ValueError, not '1'."""
+    if isinstance(n, numbers.Integral):
+        return f"{int(n):,}"
+    value = float(n)
+    if not value.is_integer():
+        raise ValueError(f"format_count formats exact counts (whole numbers), got {n!r}")
+    return f"{int(value):,}"
 
 
 def format_si(n: float, unit: str = "") -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .module import Module
+from .module import Module, ShapeError
 
 
 class Sequential(Module):
@@ -38,7 +38,12 @@ class Residual(Module):
         self.fn = fn
 
     def forward(self, x: np.ndarray) -> np.ndarray:
-        return x + self.fn(x)
+        out = self.fn(x)
+        if np.shape(out) != np.shape(x):
+            raise ShapeError(f"{self.describe()}: y = x + f(x) needs f to keep the input's "
+                             f"shape, but {self.fn.describe()} maps {np.shape(x)} to "
+                             f"{np.shape(out)}")
+        return x + out
 
     def backward(self, grad: np.ndarray) -> np.ndarray:
         return grad + self.fn.backward(grad)

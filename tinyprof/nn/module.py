@@ -260,6 +260,9 @@ class Module:
         """Raise a ShapeError naming this layer, the expected and the received shape."""
         if not isinstance(x, np.ndarray):
             raise TypeError(f"{self.describe()} expects a numpy array, got {type(x).__name__}")
+        if x.dtype.kind not in "biuf":
+            raise TypeError(f"{self.describe()} expects an array of numbers (bool, integer or "
+                            f"floating point), got dtype {x.dtype}")
         if not ok:
             raise ShapeError(
                 f"{self.describe()} expected input of shape {expected}, got {tuple(x.shape)}"

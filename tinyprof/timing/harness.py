@@ -24,9 +24,7 @@ import gc
 import itertools
 import math
 import numbers
-import statistics
 import time
-import tracemalloc
 from typing import Any, Callable
 
 from .context import collect_context
@@ -59,7 +57,9 @@ def timer_overhead(reads: int = 201) -> float:
     for _ in range(reads):
         start = _timer()
         deltas.append(_timer() - start)
-    return statistics.median(deltas)
+    deltas.sort()
+    middle = len(deltas) // 2
+    return deltas[middle] if len(deltas) % 2 else (deltas[middle - 1] + deltas[middle]) / 2
 
 
 def make_block(fn: Callable, args: tuple, kwargs: dict) -> Block:
@@ -140,6 +140,8 @@ def measure_latency(fn: Callable, *args: Any, warmup: int = 10, iterations: int 
     ``iterations`` < 1, ``warmup`` < 0 or ``loops`` < 1, and RuntimeError (with the original
     exception chained) when ``fn`` raises.
     """
+    import tracemalloc  # here, not at import: it pulls in pickle, fnmatch and linecache
+
     if not callable(fn):
         raise TypeError(f"measure_latency: fn must be callable, got {type(fn).__name__}. Pass "
                         "the function (or model) itself and its arguments separately: "

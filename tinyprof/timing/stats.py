@@ -8,8 +8,7 @@ numbers :func:`tinyprof.measure_latency` reports.
 
 from __future__ import annotations
 
-import html
-import json
+import math
 import numbers
 import os
 import time
@@ -38,12 +37,14 @@ CONFIDENCE = 0.95
 #: A raw sample (one timed block of ``loops`` calls) shorter than this many times the timer's
 #: resolution or per-read overhead carries a timer error of more than 1%.
 RESOLUTION_FACTOR = 100
+#: A sample above this many seconds (about 31 years) is refused as not a measured time.
+MAX_SAMPLE_SECONDS = 1e9
 #: What ``time.get_clock_info("perf_counter")`` says one tick of the timer is, in seconds.
 PERF_COUNTER_RESOLUTION = time.get_clock_info("perf_counter").resolution
 
 
 def bootstrap_medians(samples: Sequence[float], resamples: int = BOOTSTRAP_RESAMPLES,
-                      seed: int = BOOTSTRAP_SEED) -> np.ndarray:
+                      seed: int | np.random.Generator = BOOTSTRAP_SEED) -> np.ndarray:
     """The medians of ``resamples`` bootstrap resamples (n draws with replacement) of ``samples``.
 
     Drawing all n indices of every resample costs O(resamples · n) (4 s for 10⁵ samples), yet a
@@ -52,7 +53,8 @@ def bootstrap_medians(samples: Sequence[float], resamples: int = BOOTSTRAP_RESAM
     ⌊n·U⌋ is ⌊n·U₍ₘ₎⌋, with U₍ₘ₎ ~ Beta(m, n − m + 1), m = ⌈n/2⌉. For even n the median is the
     mean of that and the next order statistic, U₍ₘ₊₁₎ = U₍ₘ₎ + (1 − U₍ₘ₎)·V with
     V ~ Beta(1, n − m), the smallest of the n − m uniforms above U₍ₘ₎. Cost O(n log n +
-    resamples); the generator is ``np.random.default_rng(seed)``, so a seed repeats exactly.
+    resamples); the generator is ``np.random.default_rng(seed)``, so a seed repeats exactly (a
+    Generator passed as ``seed`` is drawn from as it is: two calls then give independent draws).
     """
     x = np.sort(np.asarray(samples, dtype=float).ravel())
     n = x.size
@@ -64,7 +66,7 @@ def bootstrap_medians(samples: Sequence[float], resamples: int = BOOTSTRAP_RESAM
     medians = x[_order_index(u, n)]
     if n % 2 == 0:
         upper = u + (1 - u) * rng.beta(1, n - m, resamples)
-        medians = (medians + x[_order_index(upper, n)]) / 2
+        medians = medians / 2 + x[_order_index(upper, n)] / 2   # no overflow near 1e308
     return medians
 
 
@@ -82,6 +84,31 @@ def bootstrap_median_ci(samples: Sequence[float], confidence: float = CONFIDENCE
     low, high = np.percentile(bootstrap_medians(samples, resamples, seed), [tail, 100 - tail],
                               method=PERCENTILE_METHOD)
     return float(low), float(high)
+
+
+def _sample_array(samples: Any) -> np.ndarray:
+    """``samples`` as a 1-D float array of times in seconds, each finite, ≥ 0 and at most
+    MAX_SAMPLE_SECONDS; anything else is refused with what was found."""
+    if samples is None or isinstance(samples, (str, bytes, Mapping)):
+        raise TypeError(f"LatencyStats: samples must be a sequence of times in seconds, got "
+                        f"{type(samples).__name__}")
+    try:
+        x = np.asarray(samples, dtype=float)
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"LatencyStats: samples must be a sequence of times in seconds "
+                        f"({error})") from error
+    if x.ndim != 1:
+        raise ValueError(f"LatencyStats: samples must be a 1-D sequence of times, got shape "
+                         f"{x.shape}; pass one run's samples (flatten deliberately if you mean "
+                         "to pool several)")
+    if x.size == 0:
+        raise ValueError("LatencyStats needs at least one sample, got none")
+    bad = ~np.isfinite(x) | (x < 0) | (x > MAX_SAMPLE_SECONDS)
+    if bad.any():
+        raise ValueError(f"LatencyStats: samples are times in seconds and must be finite and "
+                         f"≥ 0 (at most {MAX_SAMPLE_SECONDS:g} s), got {float(x[bad][0])!r} "
+                         f"(sample #{int(np.argmax(bad))})")
+    return x
 
 
 def _tuples(value: Any) -> Any:
@@ -163,24 +190,36 @@ class LatencyStats:
                      warmup: int = 0, timer_resolution: float = PERF_COUNTER_RESOLUTION,
                      timer_overhead: float = 0.0, tracemalloc_active: bool = False,
                      context: TimingContext | None = None) -> "LatencyStats":
-        """Statistics of per-call times in seconds (a list, tuple or numpy array)."""
-        return cls(tuple(np.asarray(samples, dtype=float).ravel().tolist()), loops=loops,
+        """Statistics of per-call times in seconds (a 1-D list, tuple or numpy array)."""
+        return cls(tuple(_sample_array(samples).tolist()), loops=loops,
                    name=name, warmup=warmup, timer_resolution=timer_resolution,
                    timer_overhead=timer_overhead, tracemalloc_active=tracemalloc_active,
                    context=context)
 
     def __post_init__(self) -> None:
-        x = np.asarray(self.samples, dtype=float).ravel()
-        if x.size == 0:
-            raise ValueError("LatencyStats needs at least one sample, got none")
-        if not np.all(np.isfinite(x)) or np.any(x < 0):
-            bad = x[~np.isfinite(x) | (x < 0)][0]
-            raise ValueError(f"LatencyStats: samples are times in seconds and must be finite "
-                             f"and ≥ 0, got {float(bad)!r}")
-        if (isinstance(self.loops, bool) or not isinstance(self.loops, numbers.Integral)
-                or self.loops < 1):
-            raise ValueError(f"LatencyStats: loops must be an integer ≥ 1, got {self.loops!r}")
-        object.__setattr__(self, "loops", int(self.loops))
+        x = _sample_array(self.samples)
+        for key, minimum in (("loops", 1), ("warmup", 0)):
+            value = getattr(self, key)
+            if (isinstance(value, bool) or not isinstance(value, numbers.Integral)
+                    or value < minimum):
+                raise ValueError(f"LatencyStats: {key} must be an integer ≥ {minimum}, got "
+                                 f"{value!r}")
+            object.__setattr__(self, key, int(value))
+        if not isinstance(self.name, str):
+            raise TypeError(f"LatencyStats: name must be a string, got {self.name!r}")
+        for key in ("timer_resolution", "timer_overhead"):
+            value = getattr(self, key)
+            if (isinstance(value, bool) or not isinstance(value, numbers.Real)
+                    or not math.isfinite(value) or value < 0):
+                raise ValueError(f"LatencyStats: {key} is a time in seconds, finite and ≥ 0, "
+                                 f"got {value!r}")
+            object.__setattr__(self, key, float(value))
+        if not isinstance(self.tracemalloc_active, bool):
+            raise TypeError(f"LatencyStats: tracemalloc_active must be True or False, got "
+                            f"{self.tracemalloc_active!r}")
+        if self.context is not None and not isinstance(self.context, TimingContext):
+            raise TypeError(f"LatencyStats: context must be a TimingContext or None, got "
+                            f"{type(self.context).__name__}")
         object.__setattr__(self, "samples", tuple(x.tolist()))
 
     # -- statistics, each computed on first use --------------------------------------------------
@@ -338,16 +377,33 @@ class LatencyStats:
             found = data.get("format") if isinstance(data, Mapping) else type(data).__name__
             raise ValueError(f"not a saved LatencyStats: expected format {FORMAT!r}, "
                              f"found {found!r}")
-        context = data.get("context")
+        keys = ("samples", "loops", "name", "warmup", "timer_resolution", "timer_overhead",
+                "tracemalloc_active")
+        missing = [key for key in keys + ("context",) if key not in data]
+        if missing:
+            raise ValueError(f"saved LatencyStats has no {', '.join(map(repr, missing))} "
+                             f"field{'s' if len(missing) > 1 else ''}")
+        context = data["context"]
         if context is not None:
-            context = TimingContext(**{key: _tuples(value) for key, value in context.items()})
-        return cls(tuple(data["samples"]), loops=data["loops"], name=data["name"],
-                   warmup=data["warmup"], timer_resolution=data["timer_resolution"],
-                   timer_overhead=data["timer_overhead"],
-                   tracemalloc_active=data["tracemalloc_active"], context=context)
+            if not isinstance(context, Mapping):
+                raise ValueError(f"saved LatencyStats: context must be an object or null, got "
+                                 f"{context!r}"[:200])
+            try:
+                context = TimingContext(**{key: _tuples(value)
+                                           for key, value in context.items()})
+            except TypeError as error:
+                raise ValueError(f"saved LatencyStats: context does not describe a "
+                                 f"TimingContext ({error})") from error
+        if not isinstance(data["samples"], list):
+            raise ValueError(f"saved LatencyStats: samples must be a list of seconds, got "
+                             f"{data['samples']!r}"[:200])
+        return cls(tuple(data["samples"]), **{key: data[key] for key in keys[1:]},
+                   context=context)
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write :meth:`to_dict` as JSON to ``path``; returns the path."""
+        import json
+
         path = Path(path)
         path.write_text(json.dumps(self.to_dict(), indent=1), encoding="utf-8")
         return path
@@ -355,6 +411,8 @@ class LatencyStats:
     @classmethod
     def load(cls, path: str | os.PathLike) -> "LatencyStats":
         """Read a LatencyStats written by :meth:`save`; the file is named in any error."""
+        import json
+
         path = Path(path)
         try:
             return cls.from_dict(json.loads(path.read_text(encoding="utf-8")))
@@ -408,6 +466,8 @@ class LatencyStats:
         return Table(columns, [row], formats=formats)
 
     def _repr_html_(self) -> str:
+        import html
+
         notes = "".join(f"<li>{html.escape(str(w))}</li>" for w in self.warnings)
         notes = f'<ul style="color:#b35900">{notes}</ul>' if notes else ""
         return (f"<div><b>{html.escape(self._title())}</b>"
