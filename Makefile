@@ -17,8 +17,11 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m pip install --quiet -r requirements.txt
 	touch $(STAMP)
 
+# The book is built whatever the course's home; `autograder home` then warns (without failing
+# the build) if the launch buttons and links still send students to the repository of solutions.
 book: setup
 	$(VENV)/bin/jupyter-book build . --builder html
+	@$(PYTHON) -m autograder home
 
 test: setup
 	$(PYTHON) -m pytest
