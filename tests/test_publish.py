@@ -162,6 +162,7 @@ def test_pip_install_of_the_student_repository_includes_the_digits(published, tm
     (wheel,) = (tmp_path / "wheels").glob("tinyprof-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "tinyprof/data/digits.npz" in names and "tinyprof/data/README.md" in names
+    assert "BuildBackendWarning" not in build.stderr, build.stderr
 
 
 def test_git_in_the_student_repository_ignores_builds_and_what_chapters_write(published,
