@@ -9,16 +9,25 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 
 .PHONY: setup book test release lint clean
 
+# pip shows a local project's build warnings, and setuptools adds an informational "Editable
+# installation." notice to every editable install of a package that sits next to pyproject.toml
+# (it warns that such a folder shadows the install; here that folder is the install). Only that
+# notice is filtered: any other warning from the build still shows.
+QUIET_NOTICE := PYTHONWARNINGS="ignore:Editable installation"
+
 setup: $(STAMP)
 
 $(STAMP): requirements.txt pyproject.toml
 	python3 -m venv $(VENV)
 	$(PYTHON) -m pip install --quiet --upgrade pip
-	$(PYTHON) -m pip install --quiet -r requirements.txt
+	$(QUIET_NOTICE) $(PYTHON) -m pip install --quiet -r requirements.txt
 	touch $(STAMP)
 
+# The book is built whatever the course's home; `autograder home` then warns (without failing
+# the build) if the launch buttons and links still send students to the repository of solutions.
 book: setup
 	$(VENV)/bin/jupyter-book build . --builder html
+	@$(PYTHON) -m autograder home
 
 test: setup
 	$(PYTHON) -m pytest

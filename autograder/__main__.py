@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from pathlib import Path
 
 from .grade import Settings
@@ -38,6 +39,8 @@ def parser() -> argparse.ArgumentParser:
     pub = commands.add_parser("publish", help="write the student repository (for Binder and "
                                              "Colab) into a folder, refusing any leak")
     pub.add_argument("out", type=Path, help="an empty folder, or one an earlier publish wrote")
+    commands.add_parser("home", help="show the course's home (repository in _config.yml) and "
+                                     "warn if students must not launch from it")
     grd = commands.add_parser("grade", help="autograde a cohort's submissions")
     grd.add_argument("submissions", type=Path,
                      help="a folder (student/assignment/notebook.ipynb, or LMS downloads) or an "
@@ -55,14 +58,34 @@ def parser() -> argparse.ArgumentParser:
     return main
 
 
+def warn_about_home() -> bool:
+    """Print, on stderr, why the course's home is the wrong place for students (if it is)."""
+    from .home import home_warning
+
+    warning = home_warning()
+    if warning:
+        print(textwrap.fill(f"WARNING: {warning}", width=100, break_on_hyphens=False,
+                            break_long_words=False), file=sys.stderr)
+    return warning is not None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.command == "home":
+        from .home import read_home
+
+        home = read_home()
+        print(f"course home: {home.url} (branch {home.branch})")
+        warn_about_home()
+        return 0  # a warning, not a failure: CI builds the book from this repository
+
     if args.command == "release":
         from .release import release
 
         for path in release(args.assignments or None):
             shown = path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
             print(f"released {shown}")
+        warn_about_home()
         return 0
 
     if args.command == "publish":
@@ -74,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {err}", file=sys.stderr)
             return 2
         print(f"published {len(written)} files into {args.out}")
+        warn_about_home()
         return 0
 
     from .grade import GradingInterrupted, grade

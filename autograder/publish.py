@@ -3,13 +3,14 @@
 OUT receives what students need to run the chapters on Binder, Colab or their own machine, and
 nothing else:
 
-* ``notebooks/`` (released from solutions/ first, so they are current), ``tinyprof/`` and
-  ``pyproject.toml``;
+* ``notebooks/`` (released from solutions/ first, so they are current), ``tinyprof/`` (with its
+  data) and a ``pyproject.toml`` without the instructors' pytest, nbval and ruff settings;
 * the book's sources and configuration (``book/`` without the instructors' page,
   ``_config.yml``, ``_toc.yml``), and ``book/requirements.txt`` for whoever builds the site;
 * a lean environment for Binder: ``requirements.txt`` (the chapters' packages, not
   jupyter-book, nbgrader, pytest or ruff) and ``runtime.txt`` (the Python version);
-* a README for students.
+* a README for students, whose local set-up is the *How to run a chapter* page's, word for word,
+  and a ``.gitignore`` for what a student's machine and the chapters write.
 
 Never ``solutions/``, ``autograder/``, ``tests/``, ``benchmarks/``, gradebooks or submissions.
 Before it finishes, every file in OUT is searched for the text of every solution line and
@@ -27,16 +28,27 @@ from pathlib import Path
 
 from . import course
 from .cells import marked_lines, source
-from .home import read_home
+from .home import point_at, read_home
 from .release import MARKERS, release
 
 #: Packages a student needs to run every chapter (Binder installs these; versions as the
-#: course's own requirements.txt).
-STUDENT_PACKAGES = ("numpy>=1.23", "matplotlib>=3.5", "ipywidgets>=7.7", "scikit-learn>=1.3",
-                    "ipykernel>=6", "jupyterlab>=4,<5")
+#: course's own requirements.txt). The digits of chapter 6 ship inside tinyprof.
+STUDENT_PACKAGES = ("numpy>=1.23", "matplotlib>=3.5", "ipywidgets>=7.7", "ipykernel>=6",
+                    "jupyterlab>=4,<5")
 #: Packages only instructors and developers need: never in the published environment.
 INSTRUCTOR_PACKAGES = ("jupyter-book", "nbgrader", "nbval", "pytest", "ruff", "nbclient")
 INSTRUCTOR_PAGE = "book/instructors"
+#: Files the chapters write next to themselves (05: a Chrome trace; 06: its benchmark records
+#: and report); the student repository's git ignores them, as this repository's does.
+CHAPTER_OUTPUTS = ("gpt_step_trace.json", "baseline.json", "current.json", "benchmark_report.md")
+#: What git ignores in the student repository: environments, caches, builds, chapter outputs.
+STUDENT_GITIGNORE = (".venv/", "__pycache__/", "*.egg-info/", ".ipynb_checkpoints/", "build/",
+                     "dist/", "_build/") + CHAPTER_OUTPUTS
+#: pyproject.toml tables that configure the instructors' tools (the tests, nbval over
+#: solutions/, ruff): left out of the student repository, which has none of them.
+INSTRUCTOR_TABLES = ("tool.pytest", "tool.ruff")
+#: The page whose "On your own machine" section is also the student README's.
+HOW_TO_RUN = "book/how_to_run.md"
 #: Lines shorter than this are too common to mean a leak (as in the release check).
 SHORTEST_SECRET = 25
 STAMP = ".tinyprof-published"
@@ -82,12 +94,13 @@ def _prepare(out: Path) -> None:
 
 def _student_files(root: Path) -> list[Path]:
     files = sorted(root.glob("notebooks/*/*.ipynb"))
-    files += sorted(p for p in (root / "tinyprof").rglob("*.py") if "__pycache__" not in p.parts)
+    files += sorted(p for p in (root / "tinyprof").rglob("*")
+                    if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc")
     files += [p for p in sorted((root / "book").rglob("*.md"))
               if p.with_suffix("").relative_to(root).as_posix() != INSTRUCTOR_PAGE]
     files += sorted((root / "book" / "_ext").glob("*.py"))
     files += sorted((root / "book" / "_static").glob("*"))
-    return files + [root / "pyproject.toml", root / "runtime.txt", root / "_config.yml"]
+    return files + [root / "runtime.txt", root / "_config.yml"]
 
 
 def _write_generated(out: Path, root: Path) -> list[Path]:
@@ -100,7 +113,8 @@ def _write_generated(out: Path, root: Path) -> list[Path]:
                                  "-r ../requirements.txt\njupyter-book>=1.0.4,<2\n",
         "_toc.yml": _student_toc(root),
         "README.md": _student_readme(root),
-        ".gitignore": ".venv/\n__pycache__/\n*.egg-info/\n.ipynb_checkpoints/\n_build/\n",
+        "pyproject.toml": student_pyproject(root),
+        ".gitignore": "\n".join(STUDENT_GITIGNORE) + "\n",
     }
     for page in (out / "book").rglob("*.md"):
         text = page.read_text(encoding="utf-8")
@@ -139,15 +153,31 @@ Binder gives you 1 GB of memory guaranteed (2 GB at most) and forgets your work 
 ends: download your notebook (*File → Download*) before you close the tab. Colab opens only the
 notebook; its first cell installs tinyprof.
 
-On your own machine (Python 3.10 or newer):
+{local_setup(root)}"""
 
-```bash
-git clone {home.url}.git
-cd {home.name}
-python3 -m venv .venv && .venv/bin/pip install -r requirements.txt
-.venv/bin/jupyter lab notebooks/
-```
-"""
+
+def local_setup(root: Path = course.REPO_ROOT) -> str:
+    """The "On your own machine" section of *How to run a chapter*, with its links at the
+    course's home: the student README repeats it, so the two can never disagree."""
+    page = (root / HOW_TO_RUN).read_text(encoding="utf-8")
+    found = re.search(r"^## On your own machine\n(.*?)(?=^## |\Z)", page, re.S | re.M)
+    if not found:
+        raise ValueError(f"{root / HOW_TO_RUN}: no '## On your own machine' section to put "
+                         "in the student README")
+    return "## On your own machine\n" + point_at(found.group(1), read_home(root))
+
+
+def student_pyproject(root: Path = course.REPO_ROOT) -> str:
+    """The course's pyproject.toml without the tables of INSTRUCTOR_TABLES (each ``[table]``
+    header and every line up to the next one)."""
+    kept, keep = [], True
+    for line in (root / "pyproject.toml").read_text(encoding="utf-8").splitlines():
+        header = re.match(r"\[+([^\]]+)\]+\s*$", line)
+        if header:
+            keep = not header.group(1).strip().startswith(INSTRUCTOR_TABLES)
+        if keep:
+            kept.append(line)
+    return "\n".join(kept).rstrip() + "\n"
 
 
 def _rel(path: Path, root: Path) -> str:
@@ -204,5 +234,5 @@ def check_no_leaks(out: Path, root: Path = course.REPO_ROOT) -> None:
                                    "text); nothing was pushed. Remove it and publish again")
 
 
-__all__ = ["INSTRUCTOR_PACKAGES", "PublishLeakError", "STUDENT_PACKAGES", "check_no_leaks",
-           "publish", "secret_lines"]
+__all__ = ["CHAPTER_OUTPUTS", "INSTRUCTOR_PACKAGES", "PublishLeakError", "STUDENT_PACKAGES",
+           "check_no_leaks", "local_setup", "publish", "secret_lines", "student_pyproject"]

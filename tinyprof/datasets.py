@@ -1,15 +1,23 @@
-"""Small real data sets that ship inside a package, so nothing is downloaded at run time.
+"""Small real data sets that ship inside the package, so nothing is downloaded at run time.
 
-:func:`digits` is scikit-learn's copy of the UCI handwritten digits (1,797 images of 8×8 pixels,
-values 0–16, ten classes). scikit-learn is needed for it alone (Colab has it; elsewhere
-``pip install scikit-learn``); ``import tinyprof`` never imports it.
+:func:`digits` is the 8×8 handwritten digits: 1,797 images of 64 pixels (values 0–16), ten
+classes. They are the test set of the UCI *Optical Recognition of Handwritten Digits* data
+(``optdigits.tes``) as scikit-learn ships it (``sklearn.datasets.load_digits``), stored unchanged
+as ``tinyprof/data/digits.npz`` (uint8 ``images`` of shape (1797, 64) and ``labels``, about
+45 KB). Source: E. Alpaydin and C. Kaynak (1998), UCI Machine Learning Repository,
+https://doi.org/10.24432/C50P49; licence: CC BY 4.0. ``tinyprof/data/README.md`` has the details,
+and a test checks the arrays against scikit-learn's wherever scikit-learn is installed.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib import resources
 
 import numpy as np
+
+#: The number of images and of pixels per image in the digits data.
+DIGITS_SHAPE = (1797, 64)
 
 
 @dataclass(frozen=True)
@@ -31,13 +39,8 @@ def digits(test_fraction: float = 0.25, seed: int = 0, dtype=np.float32) -> Spli
     split so that ``test_fraction`` of every class is held out (a stratified split)."""
     if not 0.0 < test_fraction < 1.0:
         raise ValueError(f"test_fraction must lie in (0, 1), got {test_fraction}")
-    try:
-        from sklearn.datasets import load_digits
-    except ImportError as missing:
-        raise ImportError("tinyprof.datasets.digits reads scikit-learn's copy of the digits: "
-                          "pip install scikit-learn") from missing
-    data = load_digits()
-    x, y = (data.data / 16.0).astype(dtype), data.target.astype(np.int64)
+    images, labels = digits_arrays()
+    x, y = (images / 16.0).astype(dtype), labels.astype(np.int64)
     rng = np.random.default_rng(seed)
     test = np.zeros(y.size, dtype=bool)
     for label in np.unique(y):
@@ -47,4 +50,21 @@ def digits(test_fraction: float = 0.25, seed: int = 0, dtype=np.float32) -> Spli
     return Split(x[train_order], y[train_order], x[test_order], y[test_order])
 
 
-__all__ = ["Split", "digits"]
+def digits_arrays() -> tuple[np.ndarray, np.ndarray]:
+    """The digits as stored: ``images`` (1797, 64) uint8 pixel counts 0–16 (row-major 8×8) and
+    ``labels`` (1797,) uint8 digits 0–9, in the order of ``sklearn.datasets.load_digits``."""
+    source = resources.files("tinyprof") / "data" / "digits.npz"
+    try:
+        with source.open("rb") as file, np.load(file) as stored:
+            images, labels = stored["images"], stored["labels"]
+    except (OSError, KeyError) as problem:
+        raise FileNotFoundError(f"tinyprof's copy of the digits ({source}) is missing or damaged "
+                                "(reinstall tinyprof; pyproject.toml ships tinyprof/data/*.npz)"
+                                ) from problem
+    if images.shape != DIGITS_SHAPE or labels.shape != DIGITS_SHAPE[:1]:
+        raise ValueError(f"{source}: expected images {DIGITS_SHAPE} and labels "
+                         f"({DIGITS_SHAPE[0]},), got {images.shape} and {labels.shape}")
+    return images, labels
+
+
+__all__ = ["DIGITS_SHAPE", "Split", "digits", "digits_arrays"]
