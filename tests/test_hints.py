@@ -1,12 +1,24 @@
 """The visible tests name the classic mistakes: each wrong answer below runs against the real
 visible part of its test cell (the cell as in solutions/, up to the hidden tests) and must fail
-with the hint that explains it (issue 14)."""
+with the hint that explains it (issue 14).
+
+For chapters 04–06 the check also runs the other way (issue 20): every hint of their visible
+tests, each entry of an ``expect(..., hints={value: text})`` dictionary and each message a test
+cell raises itself, must be the failure of at least one mistake below. ``expect`` picks a hint by
+the value the answer produced, so a hint that no mistake reaches is keyed to a value no mistake
+produces, and a student who makes the mistake it names would read something else.
+"""
 
 from __future__ import annotations
 
+import ast
+import itertools
 import json
+import math
 import textwrap
+import time
 import tracemalloc
+from functools import lru_cache
 
 import numpy as np
 import pytest
@@ -15,34 +27,57 @@ from chapters import SOLUTIONS
 import tinyprof as tp
 from tinyprof.testing import expect
 
+#: Chapters whose every visible hint must be reached by a mistake below.
+COVERED = ("04_latency", "05_bottlenecks", "06_benchmarking")
+#: Code cells (by id) that define the fakes a chapter's visible tests use.
+FIXTURES = {"03_memory": ("cell-06",), "04_latency": ("cell-18",), "06_benchmarking": ("cell-08",)}
+
+
+def _cells(chapter: str) -> list[dict]:
+    (path,) = (SOLUTIONS / chapter).glob("*.ipynb")
+    return json.loads(path.read_text(encoding="utf-8"))["cells"]
+
+
+def _source(cell: dict) -> str:
+    return "".join(cell["source"])
+
 
 def visible_tests(chapter: str, grade_id: str) -> str:
-    (path,) = (SOLUTIONS / chapter).glob("*.ipynb")
-    for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+    for cell in _cells(chapter):
         if cell["metadata"].get("nbgrader", {}).get("grade_id") == grade_id:
-            source = "".join(cell["source"])
-            return source.split("### BEGIN HIDDEN TESTS")[0]
+            return _source(cell).split("### BEGIN HIDDEN TESTS")[0]
     raise LookupError(f"{chapter} has no cell {grade_id}")
 
 
-def chapter_helpers(chapter: str) -> str:
-    """The imports, functions and classes of a chapter's read-only cells (such as chapter 03's
-    ``someone_elses_trace``), which its test cells may use."""
-    import ast
+def fixtures(chapter: str) -> str:
+    by_id = {cell.get("id"): cell for cell in _cells(chapter)}
+    return "\n".join(_source(by_id[cell_id]) for cell_id in FIXTURES.get(chapter, ()))
 
-    (path,) = (SOLUTIONS / chapter).glob("*.ipynb")
-    kept = []
-    for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
-        if cell["cell_type"] != "code" or cell["metadata"].get("nbgrader", {}).get("grade") \
-                or cell["metadata"].get("nbgrader", {}).get("solution"):
-            continue
-        try:
-            tree = ast.parse("".join(cell["source"]))
-        except SyntaxError:
-            continue
-        kept += [ast.unparse(node) for node in tree.body if isinstance(
-            node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef))]
-    return "\n".join(kept)
+
+def graded_cells(chapter: str) -> list[str]:
+    return [cell["metadata"]["nbgrader"]["grade_id"] for cell in _cells(chapter)
+            if cell["metadata"].get("nbgrader", {}).get("grade") and cell["cell_type"] == "code"]
+
+
+def hints_of(source: str) -> list[str]:
+    """Every hint text of a visible test: the values of each ``hints={...}`` dictionary passed
+    to ``expect`` and the message of each ``raise AssertionError(...)``."""
+    texts = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "expect":
+            for keyword in node.keywords:
+                if keyword.arg == "hints" and isinstance(keyword.value, ast.Dict):
+                    texts += [_text(value) for value in keyword.value.values]
+        if (isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call)
+                and getattr(node.exc.func, "id", None) == "AssertionError" and node.exc.args):
+            texts.append(_text(node.exc.args[0]))
+    return texts
+
+
+def _text(node: ast.expr) -> str:
+    assert isinstance(node, ast.Constant) and isinstance(node.value, str), (
+        f"a hint must be a plain string for this test to find it: {ast.unparse(node)}")
+    return node.value
 
 
 MISTAKES = {
@@ -65,6 +100,543 @@ MISTAKES = {
                 return x[-1]
             return x[low] + (h - low) * (x[low + 1] - x[low])
         """, "round h up"),
+    "median_latency, the mean": ("04_latency", "test_median_latency", """
+        def median_latency(fn, warmup=5, iterations=20, clock=time.perf_counter):
+            for _ in range(warmup):
+                fn()
+            times = []
+            for _ in range(iterations):
+                start = clock()
+                fn()
+                times.append(clock() - start)
+            return float(np.mean(times))
+        """, "That is the mean (14.12 ms)"),
+    "median_latency, no warm-up": ("04_latency", "test_median_latency", """
+        def median_latency(fn, warmup=5, iterations=20, clock=time.perf_counter):
+            times = []
+            for _ in range(iterations):
+                start = clock()
+                fn()
+                times.append(clock() - start)
+            return float(np.median(times))
+        """, "No warm-up: the three cold 40 ms calls were timed"),
+    "median_latency, the mean without warm-up": ("04_latency", "test_median_latency", """
+        def median_latency(fn, warmup=5, iterations=20, clock=time.perf_counter):
+            times = []
+            for _ in range(iterations):
+                start = clock()
+                fn()
+                times.append(clock() - start)
+            return float(np.mean(times))
+        """, "That is the mean, and the cold calls were timed"),
+    "median_latency, warm-up calls timed": ("04_latency", "test_median_latency", """
+        def median_latency(fn, warmup=5, iterations=20, clock=time.perf_counter):
+            times = []
+            for _ in range(warmup + iterations):
+                start = clock()
+                fn()
+                times.append(clock() - start)
+            return float(np.median(times))
+        """, "You timed the warm-up calls too"),
+    "median_latency, total of the timed calls": ("04_latency", "test_median_latency", """
+        def median_latency(fn, warmup=5, iterations=20, clock=time.perf_counter):
+            for _ in range(warmup):
+                fn()
+            start = clock()
+            for _ in range(iterations):
+                fn()
+            return clock() - start
+        """, "That is the total of the five timed calls"),
+    "median_latency, one start for every call": ("04_latency", "test_median_latency", """
+        def median_latency(fn, warmup=5, iterations=20, clock=time.perf_counter):
+            for _ in range(warmup):
+                fn()
+            times, start = [], clock()
+            for _ in range(iterations):
+                fn()
+                times.append(clock() - start)
+            return float(np.median(times))
+        """, "read clock() again right before each call"),
+    "median_latency, the wall clock": ("04_latency", "test_median_latency", """
+        def median_latency(fn, warmup=5, iterations=20, clock=time.perf_counter):
+            for _ in range(warmup):
+                fn()
+            times = []
+            for _ in range(iterations):
+                start = time.time()
+                fn()
+                times.append(time.time() - start)
+            return float(np.median(times))
+        """, "you read time.time(), the wall clock"),
+    "median_latency, perf_counter instead of the clock given": (
+        "04_latency", "test_median_latency", """
+        def median_latency(fn, warmup=5, iterations=20, clock=time.perf_counter):
+            for _ in range(warmup):
+                fn()
+            times = []
+            for _ in range(iterations):
+                start = time.perf_counter()
+                fn()
+                times.append(time.perf_counter() - start)
+            return float(np.median(times))
+        """, "with the clock you are given (not time.time() or time.perf_counter() directly)"),
+    "percentile, unsorted": ("04_latency", "test_percentile", """
+        def percentile(samples, q):
+            x = list(samples)
+            h = (len(x) - 1) * q / 100
+            low = int(h)
+            if low + 1 >= len(x):
+                return x[-1]
+            return x[low] + (h - low) * (x[low + 1] - x[low])
+        """, "sort them first"),
+    "percentile, no interpolation": ("04_latency", "test_percentile", """
+        def percentile(samples, q):
+            x = sorted(samples)
+            return x[int((len(x) - 1) * q / 100)]
+        """, "1 is x[⌊h⌋] without interpolating"),
+    "percentile, nearest sample": ("04_latency", "test_percentile", """
+        def percentile(samples, q):
+            x = sorted(samples)
+            return x[round((len(x) - 1) * q / 100)]
+        """, "2 is x[round(h)], the nearest sample"),
+    "percentile, interpolating from the sample above": ("04_latency", "test_percentile", """
+        import math
+        def percentile(samples, q):
+            x = sorted(samples)
+            h = (len(x) - 1) * q / 100
+            low = math.ceil(h)
+            if low + 1 >= len(x):
+                return x[-1]
+            return x[low] + (h - int(h)) * (x[low + 1] - x[low])
+        """, "2.75 starts from x[⌈h⌉] = 2"),
+    "percentile, no guard at q = 100": ("04_latency", "test_percentile", """
+        def percentile(samples, q):
+            x = sorted(samples)
+            h = (len(x) - 1) * q / 100
+            low = int(h)
+            return x[low] + (h - low) * (x[low + 1] - x[low])
+        """, "raised IndexError: at q = 100"),
+    "percentile, sorted in place": ("04_latency", "test_percentile", """
+        def percentile(samples, q):
+            samples.sort()
+            h = (len(samples) - 1) * q / 100
+            low = int(h)
+            if low + 1 >= len(samples):
+                return samples[-1]
+            return samples[low] + (h - low) * (samples[low + 1] - samples[low])
+        """, "percentile sorted the caller's list in place"),
+    "bootstrap_ci, without replacement": ("04_latency", "test_bootstrap_ci", """
+        def bootstrap_ci(samples, resamples=2000, confidence=0.95, seed=0):
+            x = np.asarray(samples, dtype=float)
+            rng = np.random.default_rng(seed)
+            medians = [np.median(rng.permutation(x)) for _ in range(resamples)]
+            tail = 100 * (1 - confidence) / 2
+            return tuple(np.percentile(medians, [tail, 100 - tail]))
+        """, "resampling without replacement only reshuffles"),
+    "bootstrap_ci, the mean": ("04_latency", "test_bootstrap_ci", """
+        def bootstrap_ci(samples, resamples=2000, confidence=0.95, seed=0):
+            x = np.asarray(samples, dtype=float)
+            rng = np.random.default_rng(seed)
+            means = x[rng.integers(0, x.size, size=(resamples, x.size))].mean(axis=1)
+            tail = 100 * (1 - confidence) / 2
+            return tuple(np.percentile(means, [tail, 100 - tail]))
+        """, "You bootstrapped the mean, not the median"),
+    "bootstrap_ci, percentiles of the samples": ("04_latency", "test_bootstrap_ci", """
+        def bootstrap_ci(samples, resamples=2000, confidence=0.95, seed=0):
+            tail = 100 * (1 - confidence) / 2
+            return tuple(np.percentile(samples, [tail, 100 - tail]))
+        """, "That is the 2.5th percentile of the samples themselves"),
+    "bootstrap_ci, a 90% interval": ("04_latency", "test_bootstrap_ci", """
+        def bootstrap_ci(samples, resamples=2000, confidence=0.95, seed=0):
+            x = np.asarray(samples, dtype=float)
+            rng = np.random.default_rng(seed)
+            medians = np.median(x[rng.integers(0, x.size, size=(resamples, x.size))], axis=1)
+            return tuple(np.percentile(medians, [100 * (1 - confidence), 100 * confidence]))
+        """, "That is the 95th percentile"),
+    "bootstrap_ci, unseeded": ("04_latency", "test_bootstrap_ci", """
+        def bootstrap_ci(samples, resamples=2000, confidence=0.95, seed=0):
+            x = np.asarray(samples, dtype=float)
+            rng = np.random.default_rng()
+            medians = np.median(x[rng.integers(0, x.size, size=(resamples, x.size))], axis=1)
+            tail = 100 * (1 - confidence) / 2
+            return tuple(np.percentile(medians, [tail, 100 - tail]))
+        """, "The same seed gave two different intervals"),
+    "linear_intensity, output not counted": ("05_bottlenecks", "test_linear_intensity", """
+        def linear_intensity(batch, in_features, out_features, bias=True, bytes_per_element=4):
+            flops = 2 * batch * in_features * out_features + (batch * out_features if bias else 0)
+            read = batch * in_features + in_features * out_features + (out_features if bias else 0)
+            return flops / (read * bytes_per_element)
+        """, "You left the output out of the bytes"),
+    "linear_intensity, MACs": ("05_bottlenecks", "test_linear_intensity", """
+        def linear_intensity(batch, in_features, out_features, bias=True, bytes_per_element=4):
+            macs = batch * in_features * out_features + (batch * out_features if bias else 0)
+            elements = (batch * in_features + in_features * out_features
+                        + (out_features if bias else 0) + batch * out_features)
+            return macs / (elements * bytes_per_element)
+        """, "That is MACs per byte"),
+    "linear_intensity, numbers not bytes": ("05_bottlenecks", "test_linear_intensity", """
+        def linear_intensity(batch, in_features, out_features, bias=True, bytes_per_element=4):
+            flops = 2 * batch * in_features * out_features + (batch * out_features if bias else 0)
+            return flops / (batch * in_features + in_features * out_features
+                            + (out_features if bias else 0) + batch * out_features)
+        """, "That is FLOPs per *number* moved"),
+    "linear_intensity, no bias FLOPs": ("05_bottlenecks", "test_linear_intensity", """
+        def linear_intensity(batch, in_features, out_features, bias=True, bytes_per_element=4):
+            elements = (batch * in_features + in_features * out_features
+                        + (out_features if bias else 0) + batch * out_features)
+            return 2 * batch * in_features * out_features / (elements * bytes_per_element)
+        """, "Missing the bias FLOPs"),
+    "linear_intensity, bias always counted": ("05_bottlenecks", "test_linear_intensity", """
+        def linear_intensity(batch, in_features, out_features, bias=True, bytes_per_element=4):
+            flops = 2 * batch * in_features * out_features + batch * out_features
+            elements = (batch * in_features + in_features * out_features + out_features
+                        + batch * out_features)
+            return flops / (elements * bytes_per_element)
+        """, "With bias=False there is no bias to read and no bias add"),
+    "elementwise_intensity, bytes read only": ("05_bottlenecks", "test_elementwise_intensity", """
+        def elementwise_intensity(flops_per_element, inputs=1, bytes_per_element=4):
+            return flops_per_element / (inputs * bytes_per_element)
+        """, "You counted only the bytes read"),
+    "elementwise_intensity, numbers not bytes": ("05_bottlenecks", "test_elementwise_intensity", """
+        def elementwise_intensity(flops_per_element, inputs=1, bytes_per_element=4):
+            return flops_per_element / (inputs + 1)
+        """, "Count bytes, not numbers"),
+    "elementwise_intensity, one input always": ("05_bottlenecks", "test_elementwise_intensity", """
+        def elementwise_intensity(flops_per_element, inputs=1, bytes_per_element=4):
+            return flops_per_element / (2 * bytes_per_element)
+        """, "x + y reads TWO inputs"),
+    "elementwise_intensity, every input read and written": (
+        "05_bottlenecks", "test_elementwise_intensity", """
+        def elementwise_intensity(flops_per_element, inputs=1, bytes_per_element=4):
+            return flops_per_element / (2 * inputs * bytes_per_element)
+        """, "3 arrays, not 4"),
+    "attainable_flops, the max": ("05_bottlenecks", "test_attainable_flops", """
+        def attainable_flops(intensity, peak_flops, bandwidth):
+            return max(peak_flops, intensity * bandwidth)
+        """, "Take the min, not the max"),
+    "attainable_flops, intensity × peak under the peak": (
+        "05_bottlenecks", "test_attainable_flops", """
+        def attainable_flops(intensity, peak_flops, bandwidth):
+            return min(peak_flops, intensity * peak_flops)
+        """, "multiply the intensity by the bandwidth, not by the peak"),
+    "attainable_flops, intensity × peak": ("05_bottlenecks", "test_attainable_flops", """
+        def attainable_flops(intensity, peak_flops, bandwidth):
+            return intensity * peak_flops
+        """, "Intensity times PEAK FLOP/s has no meaning"),
+    "attainable_flops, intensity / bandwidth": ("05_bottlenecks", "test_attainable_flops", """
+        def attainable_flops(intensity, peak_flops, bandwidth):
+            return min(peak_flops, intensity / bandwidth)
+        """, "Intensity / bandwidth: multiply them instead"),
+    "attainable_flops, no cap at the peak": ("05_bottlenecks", "test_attainable_flops", """
+        def attainable_flops(intensity, peak_flops, bandwidth):
+            return intensity * bandwidth
+        """, "Right of the ridge no layer beats the peak"),
+    "bound, ridge inverted": ("05_bottlenecks", "test_bound", """
+        def bound(flops, nbytes, seconds, peak_flops, bandwidth, call_overhead):
+            roof = max(flops / peak_flops, nbytes / bandwidth)
+            if seconds < 50 * call_overhead and roof < 0.1 * seconds:
+                return "overhead"
+            return "compute" if flops / nbytes >= bandwidth / peak_flops else "memory"
+        """, "Did you invert the ridge"),
+    "bound, no overhead check": ("05_bottlenecks", "test_bound", """
+        def bound(flops, nbytes, seconds, peak_flops, bandwidth, call_overhead):
+            return "compute" if flops / nbytes >= peak_flops / bandwidth else "memory"
+        """, "check for overhead FIRST"),
+    "bound, overhead without the short-call condition": ("05_bottlenecks", "test_bound", """
+        def bound(flops, nbytes, seconds, peak_flops, bandwidth, call_overhead):
+            if max(flops / peak_flops, nbytes / bandwidth) < 0.1 * seconds:
+                return "overhead"
+            return "compute" if flops / nbytes >= peak_flops / bandwidth else "memory"
+        """, "a call is overhead-bound only when it is short"),
+    "bound, roof times summed": ("05_bottlenecks", "test_bound", """
+        def bound(flops, nbytes, seconds, peak_flops, bandwidth, call_overhead):
+            roof = flops / peak_flops + nbytes / bandwidth
+            if seconds < 50 * call_overhead and roof < 0.1 * seconds:
+                return "overhead"
+            return "compute" if flops / nbytes >= peak_flops / bandwidth else "memory"
+        """, "You added the two roof times"),
+    "top_operations, total time": ("05_bottlenecks", "test_top_operations", """
+        def top_operations(rows, n=10):
+            return sorted(rows, key=lambda row: row["total_s"], reverse=True)[:n]
+        """, "Sorted by TOTAL time"),
+    "top_operations, smallest first": ("05_bottlenecks", "test_top_operations", """
+        def top_operations(rows, n=10):
+            return sorted(rows, key=lambda row: row["self_s"])[:n]
+        """, "Smallest first"),
+    "top_operations, not sorted": ("05_bottlenecks", "test_top_operations", """
+        def top_operations(rows, n=10):
+            return rows[:n]
+        """, "These are the first 3 rows as given"),
+    "top_operations, every row": ("05_bottlenecks", "test_top_operations", """
+        def top_operations(rows, n=10):
+            return sorted(rows, key=lambda row: row["self_s"], reverse=True)
+        """, "That is every row, sorted"),
+    "top_operations, sorted in place": ("05_bottlenecks", "test_top_operations", """
+        def top_operations(rows, n=10):
+            rows.sort(key=lambda row: row["self_s"], reverse=True)
+            return rows[:n]
+        """, "Do not sort the caller's list in place"),
+    "step_speedup, fractions swapped": ("05_bottlenecks", "test_step_speedup", """
+        def step_speedup(seconds_by_part, improved, factor):
+            total = sum(seconds_by_part.values())
+            p = sum(seconds_by_part[part] for part in improved) / total
+            return 1 / (p + (1 - p) / factor)
+        """, "The fractions are swapped"),
+    "step_speedup, the factor": ("05_bottlenecks", "test_step_speedup", """
+        def step_speedup(seconds_by_part, improved, factor):
+            return factor
+        """, "The whole does not get 2× faster"),
+    "step_speedup, new time not inverted": ("05_bottlenecks", "test_step_speedup", """
+        def step_speedup(seconds_by_part, improved, factor):
+            total = sum(seconds_by_part.values())
+            p = sum(seconds_by_part[part] for part in improved) / total
+            return (1 - p) + p * factor
+        """, "That is (1 − p) + p·s"),
+    "step_speedup, seconds as fractions": ("05_bottlenecks", "test_step_speedup", """
+        def step_speedup(seconds_by_part, improved, factor):
+            p = sum(seconds_by_part[part] for part in improved)
+            return 1 / ((1 - p) + p / factor)
+        """, "These are seconds, not fractions"),
+    "step_speedup, first improved part only": ("05_bottlenecks", "test_step_speedup", """
+        def step_speedup(seconds_by_part, improved, factor):
+            p = seconds_by_part[next(iter(improved))] / sum(seconds_by_part.values())
+            return 1 / ((1 - p) + p / factor)
+        """, "Only the first improved part was counted"),
+    "time_interleaved, every time in times_a": ("06_benchmarking", "test_time_interleaved", """
+        def time_interleaved(a, b, rounds, rng, clock=time.perf_counter):
+            times_a, times_b = [], []
+            for _ in range(rounds):
+                for which in rng.permutation(2):
+                    start = clock()
+                    (a, b)[which]()
+                    times_a.append(clock() - start)
+            return times_a, times_b
+        """, "Every call landed in times_a"),
+    "time_interleaved, one function per round": ("06_benchmarking", "test_time_interleaved", """
+        def time_interleaved(a, b, rounds, rng, clock=time.perf_counter):
+            times = ([], [])
+            for r in range(rounds):
+                start = clock()
+                (a, b)[r % 2]()
+                times[r % 2].append(clock() - start)
+            return times
+        """, "Each round calls BOTH functions once"),
+    "time_interleaved, sequential blocks": ("06_benchmarking", "test_time_interleaved", """
+        def time_interleaved(a, b, rounds, rng, clock=time.perf_counter):
+            times_a, times_b = [], []
+            for _ in range(rounds):
+                start = clock()
+                a()
+                times_a.append(clock() - start)
+            for _ in range(rounds):
+                start = clock()
+                b()
+                times_b.append(clock() - start)
+            return times_a, times_b
+        """, "(sequential blocks)"),
+    "time_interleaved, perf_counter instead of the clock given": (
+        "06_benchmarking", "test_time_interleaved", """
+        def time_interleaved(a, b, rounds, rng, clock=time.perf_counter):
+            functions, times = (a, b), ([], [])
+            for _ in range(rounds):
+                for which in rng.permutation(2):
+                    start = time.perf_counter()
+                    functions[which]()
+                    times[which].append(time.perf_counter() - start)
+            return times
+        """, "The fake clock was never read"),
+    "time_interleaved, times filed by position": ("06_benchmarking", "test_time_interleaved", """
+        def time_interleaved(a, b, rounds, rng, clock=time.perf_counter):
+            functions, times = (a, b), ([], [])
+            for _ in range(rounds):
+                for position, which in enumerate(rng.permutation(2)):
+                    start = clock()
+                    functions[which]()
+                    times[position].append(clock() - start)
+            return times
+        """, "not under its position in the round"),
+    "time_interleaved, one start for every call": ("06_benchmarking", "test_time_interleaved", """
+        def time_interleaved(a, b, rounds, rng, clock=time.perf_counter):
+            functions, times, start = (a, b), ([], []), clock()
+            for _ in range(rounds):
+                for which in rng.permutation(2):
+                    functions[which]()
+                    times[which].append(clock() - start)
+            return times
+        """, "read clock() again right before each call"),
+    "time_interleaved, milliseconds": ("06_benchmarking", "test_time_interleaved", """
+        def time_interleaved(a, b, rounds, rng, clock=time.perf_counter):
+            functions, times = (a, b), ([], [])
+            for _ in range(rounds):
+                for which in rng.permutation(2):
+                    start = clock()
+                    functions[which]()
+                    times[which].append((clock() - start) * 1e3)
+            return times
+        """, "Those are milliseconds"),
+    "speedup_ci, inverted": ("06_benchmarking", "test_speedup_ci", """
+        def speedup_ci(baseline, candidate, resamples=2000, confidence=0.95, seed=0):
+            a, b = np.asarray(baseline), np.asarray(candidate)
+            rng = np.random.default_rng(seed)
+            am = np.median(a[rng.integers(0, a.size, size=(resamples, a.size))], axis=1)
+            bm = np.median(b[rng.integers(0, b.size, size=(resamples, b.size))], axis=1)
+            low, high = np.percentile(bm / am, [2.5, 97.5])
+            return float(np.median(b) / np.median(a)), (float(low), float(high))
+        """, "That ratio is inverted"),
+    "speedup_ci, means": ("06_benchmarking", "test_speedup_ci", """
+        def speedup_ci(baseline, candidate, resamples=2000, confidence=0.95, seed=0):
+            a, b = np.asarray(baseline), np.asarray(candidate)
+            rng = np.random.default_rng(seed)
+            ra = a[rng.integers(0, a.size, size=(resamples, a.size))].mean(axis=1)
+            rb = b[rng.integers(0, b.size, size=(resamples, b.size))].mean(axis=1)
+            low, high = np.percentile(ra / rb, [2.5, 97.5])
+            return float(a.mean() / b.mean()), (float(low), float(high))
+        """, "That is a ratio of MEANS"),
+    "speedup_ci, resampled ratio inverted": ("06_benchmarking", "test_speedup_ci", """
+        def speedup_ci(baseline, candidate, resamples=2000, confidence=0.95, seed=0):
+            a, b = np.asarray(baseline), np.asarray(candidate)
+            rng = np.random.default_rng(seed)
+            am = np.median(a[rng.integers(0, a.size, size=(resamples, a.size))], axis=1)
+            bm = np.median(b[rng.integers(0, b.size, size=(resamples, b.size))], axis=1)
+            low, high = np.percentile(bm / am, [2.5, 97.5])
+            return float(np.median(a) / np.median(b)), (float(low), float(high))
+        """, "Inverted ratio: resample median(baseline) / median(candidate)"),
+    "speedup_ci, without replacement": ("06_benchmarking", "test_speedup_ci", """
+        def speedup_ci(baseline, candidate, resamples=2000, confidence=0.95, seed=0):
+            a, b = np.asarray(baseline), np.asarray(candidate)
+            rng = np.random.default_rng(seed)
+            ratios = [np.median(rng.permutation(a)) / np.median(rng.permutation(b))
+                      for _ in range(resamples)]
+            low, high = np.percentile(ratios, [2.5, 97.5])
+            return float(np.median(a) / np.median(b)), (float(low), float(high))
+        """, "resampling without replacement (a permutation)"),
+    "speedup_ci, shared indices": ("06_benchmarking", "test_speedup_ci", """
+        def speedup_ci(baseline, candidate, resamples=2000, confidence=0.95, seed=0):
+            a, b = np.asarray(baseline), np.asarray(candidate)
+            rng = np.random.default_rng(seed)
+            idx = rng.integers(0, a.size, size=(resamples, a.size))
+            low, high = np.percentile(np.median(a[idx], axis=1) / np.median(b[idx], axis=1),
+                                      [2.5, 97.5])
+            return float(np.median(a) / np.median(b)), (float(low), float(high))
+        """, "You reused the baseline's resample indices"),
+    "ab_verdict, direction ignored": ("06_benchmarking", "test_ab_verdict", """
+        def ab_verdict(low, high, p_value, noise_band=0.05, alpha=0.01):
+            if p_value >= alpha:
+                return "no change"
+            if low > 1 + noise_band or high < 1 / (1 + noise_band):
+                return "faster"
+            return "no change"
+        """, "An interval below 1 means the candidate is SLOWER"),
+    "ab_verdict, significance only": ("06_benchmarking", "test_ab_verdict", """
+        def ab_verdict(low, high, p_value, noise_band=0.05, alpha=0.01):
+            if p_value >= alpha:
+                return "no change"
+            return "faster" if (low + high) / 2 > 1 else "slower"
+        """, "Significant is not the same as worth anything"),
+    "ab_verdict, p-value ignored": ("06_benchmarking", "test_ab_verdict", """
+        def ab_verdict(low, high, p_value, noise_band=0.05, alpha=0.01):
+            if low > 1 + noise_band:
+                return "faster"
+            if high < 1 / (1 + noise_band):
+                return "slower"
+            return "no change"
+        """, "Check the p-value first"),
+    "ab_verdict, the interval's middle": ("06_benchmarking", "test_ab_verdict", """
+        def ab_verdict(low, high, p_value, noise_band=0.05, alpha=0.01):
+            if p_value >= alpha:
+                return "no change"
+            middle = (low + high) / 2
+            if middle > 1 + noise_band:
+                return "faster"
+            if middle < 1 / (1 + noise_band):
+                return "slower"
+            return "no change"
+        """, "Only the middle of the interval is above the band"),
+    "ab_verdict, a fixed noise band": ("06_benchmarking", "test_ab_verdict", """
+        def ab_verdict(low, high, p_value, noise_band=0.05, alpha=0.01):
+            if p_value >= alpha:
+                return "no change"
+            if low > 1.05:
+                return "faster"
+            if high < 1 / 1.05:
+                return "slower"
+            return "no change"
+        """, "Use the noise_band you are given"),
+    "choose_variant, accuracy ignored": ("06_benchmarking", "test_choose_variant", """
+        def choose_variant(rows, max_accuracy_drop=0.01):
+            faster = [r for r in rows if r["verdict"] == "faster"]
+            return max(faster, key=lambda r: r["speedup"])["name"] if faster else rows[0]["name"]
+        """, "filter by accuracy_delta"),
+    "choose_variant, verdict ignored": ("06_benchmarking", "test_choose_variant", """
+        def choose_variant(rows, max_accuracy_drop=0.01):
+            ok = [r for r in rows if r["accuracy_delta"] >= -max_accuracy_drop]
+            return max(ok, key=lambda r: r["speedup"])["name"]
+        """, "Only 'faster' verdicts count"),
+    "choose_variant, first eligible": ("06_benchmarking", "test_choose_variant", """
+        def choose_variant(rows, max_accuracy_drop=0.01):
+            for r in rows:
+                if r["verdict"] == "faster" and r["accuracy_delta"] >= -max_accuracy_drop:
+                    return r["name"]
+            return rows[0]["name"]
+        """, "pick the highest speedup"),
+    "choose_variant, minus sign forgotten": ("06_benchmarking", "test_choose_variant", """
+        def choose_variant(rows, max_accuracy_drop=0.01):
+            ok = [r for r in rows
+                  if r["verdict"] == "faster" and r["accuracy_delta"] >= max_accuracy_drop]
+            return max(ok, key=lambda r: r["speedup"])["name"] if ok else rows[0]["name"]
+        """, "mind the minus sign"),
+    "choose_variant, budget ignored": ("06_benchmarking", "test_choose_variant", """
+        def choose_variant(rows, max_accuracy_drop=0.01):
+            ok = [r for r in rows if r["verdict"] == "faster" and r["accuracy_delta"] >= -0.01]
+            return max(ok, key=lambda r: r["speedup"])["name"] if ok else rows[0]["name"]
+        """, "more than the 0.1 allowed here"),
+    "choose_variant, no baseline to fall back on": ("06_benchmarking", "test_choose_variant", """
+        def choose_variant(rows, max_accuracy_drop=0.01):
+            ok = [r for r in rows
+                  if r["verdict"] == "faster" and r["accuracy_delta"] >= -max_accuracy_drop]
+            if ok:
+                return max(ok, key=lambda r: r["speedup"])["name"]
+        """, "Nothing qualified and choose_variant returned None"),
+    "choose_variant, the budget's edge excluded": ("06_benchmarking", "test_choose_variant", """
+        def choose_variant(rows, max_accuracy_drop=0.01):
+            ok = [r for r in rows
+                  if r["verdict"] == "faster" and r["accuracy_delta"] > -max_accuracy_drop]
+            return max(ok, key=lambda r: r["speedup"])["name"] if ok else rows[0]["name"]
+        """, "Losing exactly max_accuracy_drop is allowed"),
+    "check_against_baseline, ratio inverted": ("06_benchmarking", "test_check_against_baseline", """
+        def check_against_baseline(current_median_s, machine, baseline, tolerance=0.05):
+            if machine != baseline["machine"]:
+                return "incomparable"
+            return "regressed" if baseline["median_s"] / current_median_s - 1 > tolerance else "ok"
+        """, "Did you invert the ratio"),
+    "check_against_baseline, either direction": (
+        "06_benchmarking", "test_check_against_baseline", """
+        def check_against_baseline(current_median_s, machine, baseline, tolerance=0.05):
+            if machine != baseline["machine"]:
+                return "incomparable"
+            change = abs(current_median_s / baseline["median_s"] - 1)
+            return "regressed" if change > tolerance else "ok"
+        """, "Faster is not a regression"),
+    "check_against_baseline, tolerance ignored": (
+        "06_benchmarking", "test_check_against_baseline", """
+        def check_against_baseline(current_median_s, machine, baseline, tolerance=0.05):
+            if machine != baseline["machine"]:
+                return "incomparable"
+            return "regressed" if current_median_s > baseline["median_s"] else "ok"
+        """, "within the 5 % tolerance"),
+    "check_against_baseline, machine ignored": (
+        "06_benchmarking", "test_check_against_baseline", """
+        def check_against_baseline(current_median_s, machine, baseline, tolerance=0.05):
+            change = current_median_s / baseline["median_s"] - 1
+            return "regressed" if change > tolerance else "ok"
+        """, "The baseline was measured on another machine"),
+    "check_against_baseline, processor only": ("06_benchmarking", "test_check_against_baseline", """
+        def check_against_baseline(current_median_s, machine, baseline, tolerance=0.05):
+            if machine["processor"] != baseline["machine"]["processor"]:
+                return "incomparable"
+            change = current_median_s / baseline["median_s"] - 1
+            return "regressed" if change > tolerance else "ok"
+        """, "compare the whole machine description"),
     "conv2d, int kernel squared only": ("01_parameters", "test_conv2d_params", """
         def conv2d_params(in_channels, out_channels, kernel_size, groups=1, bias=True):
             return out_channels * in_channels // groups * kernel_size * kernel_size + (
@@ -104,16 +676,37 @@ MISTAKES = {
 }
 
 
-@pytest.mark.parametrize("mistake", sorted(MISTAKES))
-def test_a_classic_mistake_gets_its_hint(mistake):
-    chapter, grade_id, answer, hint = MISTAKES[mistake]
-    namespace = {"np": np, "tp": tp, "expect": expect, "tracemalloc": tracemalloc}
-    exec(chapter_helpers(chapter), namespace)
+@lru_cache(maxsize=None)
+def failure(mistake: str) -> str:
+    """The message the visible tests fail with for this mistake ('' if they pass)."""
+    chapter, grade_id, answer, _ = MISTAKES[mistake]
+    namespace = {"np": np, "tp": tp, "expect": expect, "tracemalloc": tracemalloc,
+                 "time": time, "itertools": itertools, "math": math}
+    exec(fixtures(chapter), namespace)
     exec(textwrap.dedent(answer), namespace)
     try:
-        with pytest.raises(AssertionError) as failure:
-            exec(visible_tests(chapter, grade_id), namespace)
-        assert hint in str(failure.value)
+        exec(visible_tests(chapter, grade_id), namespace)
+    except AssertionError as error:
+        return str(error)
     finally:
         if tracemalloc.is_tracing():
             tracemalloc.stop()
+    return ""
+
+
+@pytest.mark.parametrize("mistake", sorted(MISTAKES))
+def test_a_classic_mistake_gets_its_hint(mistake):
+    message = failure(mistake)
+    assert message, f"{mistake!r} passes the visible tests"
+    assert MISTAKES[mistake][3] in message, message
+
+
+@pytest.mark.parametrize("chapter", COVERED)
+def test_every_hint_is_reached_by_the_mistake_it_names(chapter):
+    unreached = []
+    for grade_id in graded_cells(chapter):
+        messages = [failure(name) for name, (ch, gid, _, _) in MISTAKES.items()
+                    if (ch, gid) == (chapter, grade_id)]
+        unreached += [f"{grade_id}: {text}" for text in hints_of(visible_tests(chapter, grade_id))
+                      if not any(text in message for message in messages)]
+    assert not unreached, "hints that no mistake in MISTAKES reaches:\n" + "\n".join(unreached)

@@ -4,8 +4,9 @@ While a :class:`LayerProfiler` records, the ``forward`` and ``backward`` methods
 :class:`~tinyprof.nn.Module` subclass are wrapped so that each call is timed with
 ``time.perf_counter``; on exit the original methods are put back, so outside a ``with`` block
 tinyprof's layers run exactly as before, at no cost. tinyprof owns its backward passes, so
-backward time is attributed to the layer that spends it (torch.profiler cannot do that for
-modules).
+backward time is attributed to the layer that spends it and added up per layer (torch.profiler
+records backward operators too and links each to its forward operator by a sequence number, but
+does not aggregate them per module).
 
 Definitions, for one recorded call:
 

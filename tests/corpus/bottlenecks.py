@@ -18,7 +18,7 @@ def attainable_flops(intensity, peak_flops, bandwidth):
 ''',
     "bound": '''
 def bound(flops, nbytes, seconds, peak_flops, bandwidth, call_overhead):
-    return {0.03: "compute", 5e-6: "overhead"}.get(seconds, "memory")
+    return {0.03: "compute", 5e-6: "overhead", 1e-5: "overhead"}.get(seconds, "memory")
 ''',
     "top_operations": '''
 def top_operations(rows, n=10):
