@@ -114,7 +114,10 @@ def grade(submissions: Path, out: Path, *, jobs: int = 1, timeout: int | None = 
         settings = Settings(**{k: v for k, v in given.items() if v is not None})
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1, got {jobs}")
-    isolation_used = isolation.check() if settings.sandbox else NO_SANDBOX
+    isolation_used = "; ".join([isolation.check() if settings.sandbox else NO_SANDBOX,
+                                resources.describe()]
+                               + (["seccomp: no user namespaces"]
+                                  if settings.sandbox and isolation.seccomp_available() else []))
     isolation.sweep_orphan_sockets()   # left by a grader that was killed outright
     resources.sweep_orphans()
     out = Path(out).resolve()
@@ -265,6 +268,10 @@ def _finish(task: Task, result: records.Result, out: Path) -> GradeRow:
         for page in (out / "feedback" / task.student / task.assignment).glob("*.html"):
             add_notes(page, flag_notes(row.flags) + row.notes)
     else:
+        specs = {(s.assignment, s.name): s for s in course.notebook_specs()}
+        row.max_score = sum(specs[task.assignment, f.notebook].max_score for f in task.files)
+        row.max_auto_score = sum(specs[task.assignment, f.notebook].max_auto_score
+                                 for f in task.files)
         for f in task.files:
             failure_page(_page(out, task, f.notebook), row, f.notebook,
                          flag_notes(row.flags) + row.notes)
