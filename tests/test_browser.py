@@ -53,6 +53,7 @@ if _missing_browser():
 from selenium import webdriver  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 
@@ -196,6 +197,20 @@ def test_every_figure_says_what_it_shows(server, browser, chapter):
         if alt not in file_names:
             assert alt.startswith(FIGURE_KINDS), alt[:80]
             assert len(alt) >= 80 and re.search(r"\d", alt), f"alt text says too little: {alt!r}"
+
+
+def test_test_cells_are_folded_and_open_from_the_keyboard(server, browser):
+    _open(browser, f"{server}/notebooks/02_flops/flops.html")
+    shown = browser.execute_script("return document.body.innerText")
+    assert "def matmul_flops(" in shown                    # the exercise stays in view
+    assert "expect(matmul_flops(" not in shown             # its tests are folded
+    toggle = browser.find_element(By.CSS_SELECTOR, "details.above-input > summary")
+    assert toggle.text == "Show the tests"
+    browser.execute_script("arguments[0].focus()", toggle)
+    assert browser.switch_to.active_element == toggle, "the fold's toggle takes the focus"
+    toggle.send_keys(Keys.ENTER)
+    assert "expect(matmul_flops(" in browser.execute_script("return document.body.innerText")
+    assert toggle.text == "Hide the tests"
 
 
 def test_tables_read_as_tables(server, browser):

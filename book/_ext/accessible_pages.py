@@ -7,8 +7,10 @@ sphinx-book-theme) writes, and adds the book's own style sheet:
   ``book/_static/tinyprof-book.css``);
 * the sidebar's expand/collapse toggles (``<summary>`` holding only an icon) are named after their
   section: "Pages in API reference" (4.1.2 Name, Role, Value);
-* the search button's name is its visible text, "Search Ctrl+K", not "Search" alone, and the
-  colour-mode button's icons are decoration of its name "Color mode" (2.5.3 Label in Name).
+* the search button's name is its visible text, "Search Ctrl+K", not "Search" alone, a folded
+  cell's toggle is named by what it says ("Show the tests"), not "Toggle hidden content"
+  (myst-nb's label), and the colour-mode button's icons are decoration of its name "Color mode"
+  (2.5.3 Label in Name).
 
 The theme's markup is mended in the written pages, after the build: a theme upgrade that
 changes it makes the browser test fail, not a page silently lose its names.
@@ -28,6 +30,7 @@ _SECTION_TOGGLE = re.compile(r'(<a class="reference internal" href="[^"]*">'
                              r'((?:(?!</a>).)*)</a>)<details>' + re.escape(_TOGGLE))
 _SEARCH_BUTTON = re.compile(r'(<button class="btn search-button-field[^"]*"[^>]*?) '
                             r'aria-label="Search"')
+_FOLD_TOGGLE = '<summary aria-label="Toggle hidden content">'
 _MODE_ICON = re.compile(r'(<i class="theme-switch [^"]*" data-mode="\w+")\s+title="[^"]*"')
 
 
@@ -42,7 +45,7 @@ def mend(page: str) -> str:
                   f'{_TOGGLE[len("<summary>"):]}', page)
     page = page.replace(_TOGGLE, '<summary aria-label="Pages in this section">'
                                  + _TOGGLE[len("<summary>"):])
-    page = _SEARCH_BUTTON.sub(r"\1", page)
+    page = _SEARCH_BUTTON.sub(r"\1", page).replace(_FOLD_TOGGLE, "<summary>")
     return _MODE_ICON.sub(r'\1 aria-hidden="true"', page)
 
 
