@@ -284,17 +284,25 @@ def _axe_violations(browser, source: str) -> list[str]:
             for v in found for target, summary in (v["nodes"] or [("", "")])]
 
 
-def test_every_page_meets_wcag_21_aa(site, server, browser):
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_every_page_meets_wcag_21_aa(site, server, browser, scheme):
     """axe-core finds no WCAG 2.1 A or AA violation on any page, after MathJax has typeset
-    the formulas (in the light theme the reader's browser asks for by default)."""
+    the formulas, in the light and in the dark theme (the book follows the reader's setting)."""
     source = _axe_source()
     failures = {}
-    for page in _pages(site):
-        _open(browser, f"{server}/{page}")
-        _maths_typeset(browser)
-        violations = _axe_violations(browser, source)
-        if violations:
-            failures[page] = violations
+    browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {
+        "features": [{"name": "prefers-color-scheme", "value": scheme}]})
+    try:
+        for page in _pages(site):
+            _open(browser, f"{server}/{page}")
+            assert browser.execute_script(
+                "return document.documentElement.dataset.theme") == scheme, page
+            _maths_typeset(browser)
+            violations = _axe_violations(browser, source)
+            if violations:
+                failures[page] = violations
+    finally:
+        browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
     assert failures == {}, "\n".join(f"{page}: {line}" for page, lines in failures.items()
                                      for line in lines[:8])
 
