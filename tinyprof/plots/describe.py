@@ -78,7 +78,7 @@ def describe_axes(ax) -> str:
         if not label and not np.isfinite([low, high]).all():
             continue
         span = f" from {number(low)} to {number(high)}" if np.isfinite([low, high]).all() else ""
-        log = ", log scale" if scale == "log" else ""
+        log = ", log scale" if scale == "log" and "log" not in label.lower() else ""
         parts.append(f"{name} axis: {label or 'unlabelled'}{log}{span}.")
     series = []
     for line in ax.get_lines():
