@@ -38,6 +38,9 @@ from autograder.samples.forgery import (
 
 MEMORY_MB = 512
 HONEST = ("alice", "bob")
+#: attacks whose own background processes can eat the CPU time of the chapter's cells: the
+#: grader may then give up on the notebook ("not graded", blank score, flagged), never a point
+MAY_STOP_GRADING = ("mallory-hog",)
 #: attacks that also tamper, so that their row must be flagged
 FLAGGED = ("isclose", "isclose-by-name", "liar-shell", "liar-module", "leaker",
            "remote-forger", "memory", "hog", "userns")
@@ -87,17 +90,20 @@ def test_the_command_grades_everyone_and_a_poisoned_notebook_is_one_row(cohort):
     grades = cohort["grades"]
     assert grades["deep"]["status"] == "unreadable"
     assert "nested deeper than" in grades["deep"]["notes"]
-    graded = [s for s, row in grades.items() if row["status"] == "graded"]
-    assert len(graded) == len(grades) - 1, {s: r["status"] for s, r in grades.items()}
+    for student, row in grades.items():
+        expected = {"unreadable"} if student == "deep" else \
+            {"graded", "not graded"} if student in MAY_STOP_GRADING else {"graded"}
+        assert row["status"] in expected, (student, row["status"], row["notes"])
 
 
 @pytest.mark.parametrize("attack", sorted(FORGERIES))
 def test_no_attack_gains_a_point(cohort, attack):
     row = cohort["grades"][f"mallory-{attack}"]
     fair = FORGERIES[attack][2]
-    assert float(row["auto_score"]) <= fair, (attack, row["auto_score"], row["notes"])
+    score = float(row["auto_score"] or 0)   # blank: not graded, no score at all
+    assert score <= fair, (attack, row["auto_score"], row["notes"])
     if fair == 0:
-        assert float(row["auto_score"]) == 0
+        assert score == 0
 
 
 def test_honest_classmates_keep_full_marks_unflagged(cohort):
@@ -182,7 +188,8 @@ def test_memory_is_held_per_kernel_all_processes_together(cohort):
 
 
 def test_a_hog_neither_slows_its_neighbour_past_its_limits_nor_keeps_running(cohort):
-    assert attack_reports(_autograded(cohort, "mallory-hog"))["hog"]["started"] <= 64
+    if cohort["grades"]["mallory-hog"]["status"] == "graded":
+        assert attack_reports(_autograded(cohort, "mallory-hog"))["hog"]["started"] <= 64
     for student in HONEST:
         assert float(cohort["grades"][student]["auto_score"]) == 10.0
     busy = subprocess.run(["pgrep", "-u", "61000-65000", "-c"], capture_output=True, text=True)
