@@ -36,6 +36,7 @@ import json
 import time
 from pathlib import Path
 
+import zmq
 from jupyter_core.utils import ensure_async, run_sync
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat import NotebookNode
@@ -52,6 +53,10 @@ BUSY_SHARE = 0.5
 #: student's.
 RETRY_SCALE = 2.0
 WATCH_INTERVAL_S = 0.1
+#: What jupyter_client raises when a kernel's messages break the protocol: a bad signature or
+#: an undecodable message (ValueError, UnicodeDecodeError), a send that no peer takes
+#: (zmq.Again, zmq.ZMQError).
+GARBLED = (ValueError, zmq.ZMQError)
 #: CPU seconds for a judge's clean-up request (switching tinyprof back on), past any limit.
 CLEANUP_S = 5.0
 
@@ -211,6 +216,9 @@ class GraderExecute(Execute):
                              "the kernel died") from None
         except CellTimeoutError:  # interrupted, but no sign of life on IOPub
             raise KernelLost(index, self._stuck(cell), "the kernel stopped answering") from None
+        except GARBLED as garbled:
+            raise KernelLost(index, self._garbled(cell, garbled), "the kernel sent a message "
+                             "the grader could not read") from None
         if cell.cell_type != "code":
             return cell, resources
         cell.outputs.extend(self._budget.markers())
@@ -345,6 +353,9 @@ class GraderExecute(Execute):
         except CellTimeoutError:
             raise KernelLost(index, self._stuck(original), "the kernel stopped answering") \
                 from None
+        except GARBLED as garbled:
+            raise KernelLost(index, self._garbled(original, garbled), "the kernel sent a "
+                             "message the grader could not read") from None
         finally:
             self.nb.cells[index] = original
             self._call_timeout = None
@@ -381,6 +392,19 @@ class GraderExecute(Execute):
                 f"This cell ran past the {self._get_timeout(cell)} s limit and did not stop when "
                 "interrupted. The grader restarted the kernel and ran the notebook again "
                 "without this cell."))]
+
+    def _garbled(self, cell, error: BaseException) -> list:
+        """Kill a kernel whose messages do not follow the protocol (a bad signature, a channel
+        that takes nothing); the cell's outputs."""
+        try:
+            run_sync(self.km.shutdown_kernel)(now=True)
+        except Exception:  # noqa: BLE001 - already gone is fine
+            pass
+        return [o for o in cell.get("outputs", []) if o.get("output_type") != "error"] + [
+            error_output(DIED_ENAME, (
+                f"The kernel broke its connection to the grader while running this cell "
+                f"({type(error).__name__}): it was stopped, and the notebook run again without "
+                "this cell."))]
 
     def _skipped(self, index: int) -> bool:
         return index in self._dropped or (self._stop_at is not None and index >= self._stop_at)

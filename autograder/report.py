@@ -69,10 +69,13 @@ def cell_notes(notebook: dict, scores: dict[str, float | None], timeout: int,
 def _explain(output: dict, timeout: int, memory_mb: int) -> str | None:
     ename, evalue = output.get("ename", ""), output.get("evalue", "")
     if ename == TIMEOUT_ENAME:
-        if "did not stop" in evalue:
+        if "did not stop" in evalue and "CPU time" in evalue:
             return (f"used more than the {timeout} s of CPU time a cell may use and ignored the "
                     "interrupt; the kernel was restarted and the notebook run again without "
                     "this cell")
+        if "did not stop" in evalue:
+            return ("ran past the wall-clock limit per cell and did not answer the interrupt; "
+                    "the kernel was restarted and the notebook run again without this cell")
         if "waited" in evalue:
             return ("waited past the wall-clock limit twice while using little CPU time (it "
                     "sleeps or waits, or the machine was overloaded): interrupted, and flagged "

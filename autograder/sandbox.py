@@ -15,14 +15,32 @@ import sys
 from pathlib import Path
 
 import zmq
+import zmq.asyncio
+from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
-from traitlets import Bool, Integer, List, Unicode
+from traitlets import Bool, Integer, List, Type, Unicode
 
 from . import isolation, resources
 
 LAUNCHER = Path(__file__).resolve().with_name("launcher.py")
-#: How long a message to the kernel's control channel may wait for the kernel to take it.
+#: How long a message to the kernel (any channel) may wait for the kernel to take it.
 CONTROL_SEND_MS = 2000
+
+
+class GuardedKernelClient(AsyncKernelClient):
+    """The grader's client of a student's kernel: no send on any of its channels waits for
+    ever. A kernel can break its end of a channel (write garbage into the socket's descriptor);
+    a ZeroMQ send with no peer to take it then waits until the peer comes back, which a broken
+    kernel never does, and jupyter_client's heartbeat thread, blocked in such a send, would
+    hold the grader when it stops the channels. Sends give up after SEND_MS instead (the
+    heartbeat then counts the kernel as dead)."""
+
+    def _context_default(self) -> zmq.asyncio.Context:
+        self._created_context = True
+        context = zmq.asyncio.Context()
+        context.setsockopt(zmq.SNDTIMEO, CONTROL_SEND_MS)
+        context.setsockopt(zmq.LINGER, 0)
+        return context
 
 
 class SandboxedKernelManager(AsyncKernelManager):
@@ -34,6 +52,8 @@ class SandboxedKernelManager(AsyncKernelManager):
     signal would reach bwrap, not the kernel). Its working folder is an empty private tmpfs at
     the path the grader asked for."""
 
+    client_class = "autograder.sandbox.GuardedKernelClient"
+    client_factory = Type(klass="autograder.sandbox.GuardedKernelClient")
     memory_mb = Integer(2048, help="Kernel data-segment limit in MB (0: none)").tag(config=True)
     isolate = Bool(True, help="Run the kernel in a bubblewrap sandbox").tag(config=True)
     font_cache = List(Unicode(), help="matplotlib font cache files (caches.py) each sandbox "

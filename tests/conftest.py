@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 from pathlib import Path
 
@@ -19,8 +20,21 @@ def site(tmp_path_factory) -> Path:
         built = Path(os.environ["TINYPROF_SITE"]).resolve()
         assert (built / "index.html").exists(), f"TINYPROF_SITE={built} holds no built site"
         return built
-    output = tmp_path_factory.mktemp("book")
-    result = build_book(REPO, output)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "build succeeded" in result.stdout
-    return output / "_build" / "html"
+    # With pytest-xdist every worker process asks for the site: the first builds it under a
+    # lock in the run's shared temporary folder, the others wait and take the same build.
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "book-site"
+    shared.mkdir(parents=True, exist_ok=True)
+    with open(shared / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        html = shared / "_build" / "html"
+        failed = shared / "failed.txt"
+        if failed.exists():
+            pytest.fail(failed.read_text(encoding="utf-8"))
+        if not (html / "index.html").exists():
+            result = build_book(REPO, shared)
+            if result.returncode != 0 or "build succeeded" not in result.stdout:
+                failed.write_text(result.stdout[-3000:] + result.stderr[-3000:],
+                                  encoding="utf-8")
+                pytest.fail(failed.read_text(encoding="utf-8"))
+    return html

@@ -17,7 +17,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -204,8 +203,8 @@ def _leftovers(out: Path, parent: int) -> list[str]:
     return found
 
 
-def _socket_folders() -> set[Path]:
-    return set(Path(tempfile.gettempdir()).glob("tinyprof-kernel-*"))
+def _socket_folders(folder: Path) -> set[Path]:
+    return set(folder.glob("tinyprof-kernel-*"))
 
 
 def _owner(folder: Path) -> tuple[str, str]:
@@ -232,10 +231,11 @@ class Resumed:
 @pytest.fixture(scope="module")
 def resumed(demo, tmp_path_factory) -> Resumed:
     out = tmp_path_factory.mktemp("serial")
+    private_tmp = tmp_path_factory.mktemp("tmp")   # socket folders of these runs alone
+    env = dict(os.environ, TMPDIR=str(private_tmp))
     command = _command("grade", str(demo.out.parent / "submissions.zip"), "--out", str(out))
-    sockets_before = _socket_folders()
     first = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
+                             stderr=subprocess.DEVNULL, env=env)
     deadline = time.monotonic() + 600
     while len(_lines(out / "journal.jsonl")) < 4 and first.poll() is None:
         assert time.monotonic() < deadline, "the grader finished nothing in 10 minutes"
@@ -248,12 +248,13 @@ def resumed(demo, tmp_path_factory) -> Resumed:
         if not leftovers:
             break
         time.sleep(0.2)
-    killed_runs_sockets = _socket_folders() - sockets_before
+    killed_runs_sockets = _socket_folders(private_tmp)
     owners = {folder: _owner(folder) for folder in killed_runs_sockets}
-    second = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=900)
+    second = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=900,
+                            env=env)
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
     return Resumed(_read(out, second.stdout), before, leftovers, _lines(out / "journal.jsonl"),
-                   killed_runs_sockets & _socket_folders(), owners)
+                   killed_runs_sockets & _socket_folders(private_tmp), owners)
 
 
 def test_killing_the_grader_leaves_no_workers_or_kernels(resumed):

@@ -91,8 +91,9 @@ def hostile(tmp_path_factory):
         folder = submissions / student / CHAPTER
         folder.mkdir(parents=True)
         (folder / NOTEBOOK).write_bytes(data)
-    env = dict(os.environ, HOME=str(home))
-    sockets_before = set(Path("/tmp").glob("tinyprof-kernel-*"))   # another grader's, if any
+    private_tmp = root / "tmp"   # the grader's socket folders go here, apart from any other's
+    private_tmp.mkdir()
+    env = dict(os.environ, HOME=str(home), TMPDIR=str(private_tmp))
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(submissions),
                            "--out", str(out), "--jobs", "2", "--timeout", "30"],
@@ -104,7 +105,7 @@ def hostile(tmp_path_factory):
         grades = {row["student"]: row for row in csv.DictReader(handle)}
     yield {"done": done, "out": out, "grades": grades, "listener": listener,
            "targets": targets, "seconds": seconds, "home": home,
-           "sockets_left": set(Path("/tmp").glob("tinyprof-kernel-*")) - sockets_before}
+           "sockets_left": set(private_tmp.glob("tinyprof-kernel-*"))}
 
 
 def _report(hostile, student: str) -> dict:
