@@ -13,8 +13,9 @@
 * ``with tp.Profiler() as prof`` records every module's forward *and* backward (see
   :mod:`tinyprof.pytorch.profiler`); :func:`place_modules` puts each module on the measured
   roofline;
-* :func:`synchronized`, :func:`measure_latency`, :func:`ab_test` — timing that stays right when a
-  module runs on a GPU (asynchronous launches are waited for).
+* :func:`synchronized` and :func:`cuda_event_seconds` — timing that stays right when a module
+  runs on a GPU; ``tp.measure_latency`` and ``tp.ab_test`` take torch callables and wait for
+  the device when one is involved (asynchronous launches are waited for).
 
 ``import tinyprof`` and ``import tinyprof.pytorch`` never import torch: each name below is
 imported from its module the first time it is used, and only those modules import torch.
@@ -28,11 +29,11 @@ _EXPORTS = {
                      "example_input", "flop_report", "flops_by_module", "register_flops",
                      "register_function_flops"), "flops"),
     **dict.fromkeys(("activation_table", "training_memory"), "memory"),
-    **dict.fromkeys(("TorchRecorder", "profile_step"), "profiler"),
+    "TorchRecorder": "profiler",
     **dict.fromkeys(("module_work", "place_modules"), "roofline"),
-    **dict.fromkeys(("ab_test", "measure_latency", "synchronized", "cuda_event_seconds"),
-                    "timing"),
-    **dict.fromkeys(("is_torch_module", "torch_loaded", "uses_cuda"), "dispatch"),
+    "cuda_event_seconds": "timing",
+    **dict.fromkeys(("is_torch_module", "synchronized", "torch_loaded", "uses_cuda"),
+                    "dispatch"),
 }
 
 __all__ = sorted(_EXPORTS)

@@ -10,7 +10,8 @@ The numpy entry points (``tp.count_parameters``, ``tp.count_flops``, ``tp.parame
 from __future__ import annotations
 
 import sys
-from typing import Any
+from functools import wraps
+from typing import Any, Callable
 
 
 def torch_loaded() -> bool:
@@ -25,11 +26,15 @@ def is_torch_module(obj: Any) -> bool:
 
 
 def uses_cuda(*objects: Any) -> bool:
-    """True when one of ``objects`` is a CUDA tensor, a module with a CUDA parameter or buffer,
-    or a callable bound to such a module (a tuple or list is looked into, one level)."""
+    """True when this process has started CUDA (then any callable may launch GPU work, a closure
+    over a GPU model included), or when one of ``objects`` is a CUDA tensor, a module with a
+    CUDA parameter or buffer, or a callable bound to such a module (a tuple or list is looked
+    into, one level). Always False on a CPU-only build of torch."""
     torch = sys.modules.get("torch")
     if torch is None:
         return False
+    if torch.cuda.is_initialized():
+        return True
     for obj in objects:
         items = obj if isinstance(obj, (tuple, list)) else (obj,)
         for item in items:
@@ -42,4 +47,20 @@ def uses_cuda(*objects: Any) -> bool:
     return False
 
 
-__all__ = ["is_torch_module", "torch_loaded", "uses_cuda"]
+def synchronized(fn: Callable, *args: Any) -> Callable:
+    """``fn`` itself when nothing involved is on a CUDA device; otherwise a wrapper whose every
+    call waits for the device (``torch.cuda.synchronize()``) before returning."""
+    if not uses_cuda(fn, args):
+        return fn
+    torch = sys.modules["torch"]
+
+    @wraps(fn)
+    def waited(*call_args: Any, **call_kwargs: Any) -> Any:
+        result = fn(*call_args, **call_kwargs)
+        torch.cuda.synchronize()
+        return result
+
+    return waited
+
+
+__all__ = ["is_torch_module", "synchronized", "torch_loaded", "uses_cuda"]

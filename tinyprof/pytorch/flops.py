@@ -65,14 +65,16 @@ _BUILTINS: list[bool] = []
 class Call:
     """One traced call, as a formula sees it: the shapes of its tensor arguments (positional
     first, then keyword ones, in order), which of them require a gradient and which are
-    ``nn.Parameter``s, the shape of its (first) output tensor, and its other keyword
-    arguments."""
+    ``nn.Parameter``s, the shape of its (first) output tensor, its other keyword
+    arguments, and the bytes per element of each input and of the output."""
 
     inputs: tuple[Shape, ...]
     output: Shape
     input_grads: tuple[bool, ...] = ()
     input_params: tuple[bool, ...] = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
+    itemsizes: tuple[int, ...] = ()
+    output_itemsize: int = 0
 
     @property
     def x(self) -> Shape:
@@ -176,7 +178,9 @@ def _call(args: tuple, kwargs: dict, output: Any) -> Call:
     return Call(tuple(tuple(t.shape) for t in tensors),
                 tuple(outputs[0].shape) if outputs else (),
                 tuple(bool(t.requires_grad) for t in tensors),
-                tuple(isinstance(t, torch.nn.Parameter) for t in tensors), plain)
+                tuple(isinstance(t, torch.nn.Parameter) for t in tensors), plain,
+                tuple(t.element_size() for t in tensors),
+                outputs[0].element_size() if outputs else 0)
 
 
 def module_names(module) -> dict[int, str]:
