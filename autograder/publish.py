@@ -38,9 +38,10 @@ STUDENT_PACKAGES = ("numpy>=1.23", "matplotlib>=3.5", "ipywidgets>=7.7", "ipyker
 #: Packages only instructors and developers need: never in the published environment.
 INSTRUCTOR_PACKAGES = ("jupyter-book", "nbgrader", "nbval", "pytest", "ruff", "nbclient")
 INSTRUCTOR_PAGE = "book/instructors"
-#: Files the chapters write next to themselves (05: a Chrome trace; 06: its benchmark records
-#: and report); the student repository's git ignores them, as this repository's does.
-CHAPTER_OUTPUTS = ("gpt_step_trace.json", "baseline.json", "current.json", "benchmark_report.md")
+#: Files the chapters write next to themselves (05 and 07: a Chrome trace; 06: its benchmark
+#: records and report); the student repository's git ignores them, as this repository's does.
+CHAPTER_OUTPUTS = ("gpt_step_trace.json", "baseline.json", "current.json", "benchmark_report.md",
+                   "gpt_torch_trace.json")
 #: What git ignores in the student repository: environments, caches, builds, chapter outputs.
 STUDENT_GITIGNORE = (".venv/", "__pycache__/", "*.egg-info/", ".ipynb_checkpoints/", "build/",
                      "dist/", "_build/") + CHAPTER_OUTPUTS

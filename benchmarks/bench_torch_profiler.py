@@ -2,12 +2,12 @@
 
 The model is chapter 07's small GPT (the same class and configuration as the notebook builds: 2
 blocks, d_model 128, 4 heads, vocabulary 512, 8 sequences of 128 tokens, AdamW, one thread).
-Each round times one training step (forward, loss, backward, optimizer step) three ways, in a
-random order: bare, inside ``with tp.Profiler()``, and inside ``torch.profiler.profile`` (CPU
-activity, its defaults). Each profiled step is timed *inside* its already-open block, so entering
-and leaving a profiler (for torch.profiler, starting Kineto) is not charged to the step.
+Each round times STEPS training steps (forward, loss, backward, optimizer step) three ways, in
+a random order: bare, inside ``with tp.Profiler()``, and inside ``torch.profiler.profile`` (CPU
+activity, its defaults). The profiled steps are timed *inside* their already-open block, so
+entering and leaving a profiler (for torch.profiler, starting Kineto) is not charged to them.
 
-- **overhead** = median over rounds of (profiled step / bare step of the same round) − 1;
+- **overhead** = median over rounds of (profiled steps / bare steps of the same round) − 1;
 - **coverage** = the share of the profiled step's wall time that the profiler attributes to
   something it recorded: for tinyprof, Σ self time of every module call, backward segment and
   optimizer step / wall time (``prof.layers.coverage``); for torch.profiler, Σ self CPU time of
@@ -20,15 +20,18 @@ Run: ``python benchmarks/bench_torch_profiler.py [ROUNDS]`` (``--quick``: 5 roun
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import sys
 import time
 
-import torch
-import torch.nn.functional as F
-from torch import nn
+os.environ.setdefault("KINETO_LOG_LEVEL", "6")   # torch.profiler: no log line per start and stop
 
-import tinyprof as tp
+import torch  # noqa: E402 - after the logging setting, which torch reads when it loads
+import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
+
+import tinyprof as tp  # noqa: E402
 
 
 class CausalSelfAttention(nn.Module):
@@ -67,6 +70,15 @@ class GPT(nn.Module):
         self.ln_f = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, vocab, bias=False)
         self.head.weight = self.wte.weight
+        self.apply(self.init_weights)
+
+    @staticmethod
+    def init_weights(module):
+        """GPT-2's initialisation: weights N(0, 0.02²), biases 0."""
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
 
     def forward(self, ids):
         x = self.wte(ids) + self.wpe(torch.arange(ids.shape[1], device=ids.device))
@@ -90,9 +102,13 @@ def training_step():
     return step
 
 
+STEPS = 3
+
+
 def timed(step) -> float:
     start = time.perf_counter()
-    step()
+    for _ in range(STEPS):
+        step()
     return time.perf_counter() - start
 
 
@@ -138,8 +154,8 @@ def main(rounds: int = 30) -> None:
         bares.append(times["bare"])
         for name in ratios:
             ratios[name].append(times[name] / times["bare"])
-    print(f"chapter 07's GPT training step: {statistics.median(bares) * 1e3:.1f} ms bare "
-          f"(median), {rounds} rounds, {torch.get_num_threads()} thread, torch "
+    print(f"chapter 07's GPT training step: {statistics.median(bares) / STEPS * 1e3:.1f} ms bare "
+          f"(median), {rounds} rounds of {STEPS} steps, {torch.get_num_threads()} thread, torch "
           f"{torch.__version__}")
     print(f"{'profiler':>15}  {'overhead':>9}  {'coverage':>9}")
     for name in ratios:

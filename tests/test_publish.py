@@ -177,6 +177,7 @@ def test_git_in_the_student_repository_ignores_builds_and_what_chapters_write(pu
                "notebooks/05_bottlenecks/gpt_step_trace.json",
                "notebooks/06_benchmarking/baseline.json", "notebooks/06_benchmarking/current.json",
                "notebooks/06_benchmarking/benchmark_report.md",
+               "notebooks/07_pytorch/gpt_torch_trace.json",
                "notebooks/01_parameters/.ipynb_checkpoints/parameters-checkpoint.ipynb"]
     for name in written:
         (repo / name).parent.mkdir(parents=True, exist_ok=True)

@@ -8,13 +8,15 @@ kinds of global hooks that :class:`TorchRecorder` installs for the ``with`` bloc
   register_module_forward_pre_hook`` and ``register_module_forward_hook``) time each call, as
   tinyprof's numpy profiler times each layer call: total = exit − entry, self = total − the
   totals of the module calls it made;
-- **backward**: in the forward hook, a pre-hook is registered on the autograd node that produced
-  the module's output (``grad_fn.register_prehook``). Autograd runs the backward one node after
-  another; when it reaches that node, the module's backward begins, and it lasts until the next
-  module's begins (or the backward ends: a callback queued on autograd's engine). So every
-  instant of a backward pass is charged to exactly one module: the one whose output gradient
-  autograd reached last, which is the module whose nodes run in the backward's reverse
-  topological order (autograd's CPU order). A module whose output is one of its inputs (an
+- **backward**: in the forward hook, pre-hooks are registered on the autograd node that produced
+  the module's output and on the nodes that produced its inputs (``grad_fn.register_prehook``).
+  Autograd runs the backward one node after another; when it reaches the output's node, the
+  module's backward begins; when it reaches an input's node, which it can only do after every
+  node the module created, the module's backward ends and its caller's resumes. Between those
+  events time is charged to the innermost module whose backward is open, until the backward
+  ends (a callback queued on autograd's engine): every instant of a backward pass is charged to
+  exactly one module, and a module's own work (the attention between its two projections, a
+  residual add) to it rather than to a child. A module whose output is one of its inputs (an
   identity, dropout in evaluation) has no backward of its own. Module *full backward hooks*
   are not used: for a module whose inputs need no gradient (the model's first layer, a whole
   model fed token ids) they fire before its weights' gradients are computed, so they would
@@ -74,7 +76,8 @@ class TorchRecorder:
         self._current: int | None = None
         self._segment_start = 0.0
         self._in_backward = False
-        self._beginning: dict[int, list[int]] = {}
+        self._beginning: dict[int, tuple[list[int], list[int]]] = {}
+        self._open: list[int] = []      # calls whose backward has begun and not ended
         self._optimizer_rows: dict[int, int] = {}
 
     # -- hooks ------------------------------------------------------------------------------
@@ -162,36 +165,54 @@ class TorchRecorder:
             self._mark_backward(index, args, output)
 
     def _mark_backward(self, index: int, args: tuple, output: Any) -> None:
-        """Register (once per autograd node) the pre-hook that begins this call's backward."""
+        """Put this call's backward on the autograd nodes around it (one pre-hook per node): it
+        begins at the node that produced its output and ends at a node that produced one of its
+        inputs, which autograd reaches only after every node the call created."""
         tensor = self._torch.Tensor
         outputs = output if isinstance(output, (tuple, list)) else (output,)
-        inputs = {id(a.grad_fn) for a in args if isinstance(a, tensor) and a.grad_fn is not None}
-        for out in outputs:
-            node = out.grad_fn if isinstance(out, tensor) else None
-            if node is None or id(node) in inputs:
-                continue
-            waiting = self._beginning.get(id(node))
-            if waiting is not None:
-                waiting.append(index)      # an outer module ends on the same node
-                continue
-            waiting = [index]
-            self._beginning[id(node)] = waiting
-            node.register_prehook(self._begin_hook(waiting))
+        inputs = [a.grad_fn for a in args if isinstance(a, tensor) and a.grad_fn is not None]
+        input_ids = {id(node) for node in inputs}
+        begins = [out.grad_fn for out in outputs if isinstance(out, tensor)
+                  and out.grad_fn is not None and id(out.grad_fn) not in input_ids]
+        if not begins:
+            return          # no work of its own to differentiate (an identity, a view of x)
+        for node in begins:
+            self._actions(node)[0].append(index)
+        for node in inputs:
+            self._actions(node)[1].append(index)
 
-    def _begin_hook(self, modules: list[int]):
-        def begin(grad_outputs: Any) -> None:
+    def _actions(self, node: Any) -> tuple[list[int], list[int]]:
+        """(calls whose backward begins here, calls whose backward ends here) for ``node``,
+        created with the node's pre-hook on first use."""
+        actions = self._beginning.get(id(node))
+        if actions is None:
+            actions = self._beginning[id(node)] = ([], [])
+            node.register_prehook(self._node_hook(actions))
+        return actions
+
+    def _node_hook(self, actions: tuple[list[int], list[int]]):
+        begins, ends = actions
+
+        def reached(grad_outputs: Any) -> None:
             if not self._active:
                 return None
             now = self._now()
             if not self._in_backward:
                 self._in_backward = True
+                self._open.clear()
                 self._engine.queue_callback(self._backward_done)
             self._close(now)
-            for index in reversed(modules[1:]):    # outer modules: zero-length segments
+            open_calls = self._open
+            for index in ends:                      # inner calls first (they finished first)
+                if index in open_calls:
+                    del open_calls[open_calls.index(index):]
+            for index in reversed(begins):          # outer calls first
+                open_calls.append(index)
                 self._segments[index].append((now, now))
-            self._current, self._segment_start = modules[0], now
+            if open_calls:
+                self._current, self._segment_start = open_calls[-1], now
             return None
-        return begin
+        return reached
 
     def _close(self, now: float) -> None:
         if self._current is not None:
@@ -201,6 +222,7 @@ class TorchRecorder:
     def _backward_done(self) -> None:
         self._close(self._now())
         self._in_backward = False
+        self._open.clear()
 
     def _before_step(self, optimizer, args, kwargs) -> None:
         if not self._active or get_ident() != self._thread:
