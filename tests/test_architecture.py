@@ -128,7 +128,8 @@ def test_import_tinyprof_stays_light():
 def test_the_torch_wing_and_its_dispatch_never_import_torch():
     """``import tinyprof``, a numpy count and ``import tinyprof.pytorch`` leave torch unloaded:
     only the wing's modules that need torch import it, when a torch module is handed in."""
-    code = ("import sys, tinyprof as tp, tinyprof.pytorch, tinyprof.pytorch.dispatch\n"
+    code = ("import sys, tinyprof as tp\n"
+            "assert tp.pytorch.dispatch.is_torch_module(tp) is False\n"
             "from tinyprof import models\n"
             "tp.count_parameters(models.mlp()); tp.count_flops(models.mlp(), (1, 784))\n"
             "print('torch' in sys.modules)")

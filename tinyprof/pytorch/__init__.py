@@ -36,17 +36,23 @@ _EXPORTS = {
                     "dispatch"),
 }
 
+_SUBMODULES = frozenset({"dispatch", "flops", "memory", "params", "profiler", "roofline",
+                         "timing"})
+
 __all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str):
     home = _EXPORTS.get(name)
-    if home is None:
+    if name in _SUBMODULES:
+        value = importlib.import_module(f".{name}", __name__)
+    elif home is None:
         raise AttributeError(f"module 'tinyprof.pytorch' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{home}", __name__), name)
+    else:
+        value = getattr(importlib.import_module(f".{home}", __name__), name)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+    return sorted(set(globals()) | set(_EXPORTS) | _SUBMODULES)
