@@ -117,7 +117,7 @@ def test_the_first_layer_backward_is_timed_where_full_backward_hooks_say_zero():
         model(x).sum().backward()
     for handle in handles:
         handle.remove()
-    assert times["post"] - times["pre"] < BACKWARD_SLEEP / 3
+    assert times["post"] - times["pre"] < BACKWARD_SLEEP   # both fired before the sleep
     with tp.Profiler() as prof:
         model(x).sum().backward()
     [row] = [r for r in prof.layers.rows() if r["name"] == "0" and r["phase"] == "backward"]
