@@ -1,9 +1,12 @@
 # tinyprof: `make book` builds the course site, `make test` runs every test.
-# Needs only python3 (3.10+), git and make; everything else goes into .venv.
+# Needs python3 (3.10+), git and make; everything else goes into .venv. With npm, setup also
+# installs the book's pinned browser files (book/package.json: MathJax, which the site serves
+# itself, and axe-core, which the browser test runs) into book/node_modules.
 
 VENV   := .venv
 PYTHON := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+NODE_STAMP := book/node_modules/.installed
 # nbgrader shells out to tools in the venv (alembic), and Jupyter finds its kernel there.
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
@@ -15,13 +18,20 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 # notice is filtered: any other warning from the build still shows.
 QUIET_NOTICE := PYTHONWARNINGS="ignore:Editable installation"
 
-setup: $(STAMP)
+setup: $(STAMP) $(NODE_STAMP)
 
 $(STAMP): requirements.txt pyproject.toml
 	python3 -m venv $(VENV)
 	$(PYTHON) -m pip install --quiet --upgrade pip
 	$(QUIET_NOTICE) $(PYTHON) -m pip install --quiet -r requirements.txt
 	touch $(STAMP)
+
+$(NODE_STAMP): book/package.json book/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+	  npm ci --prefix book --no-audit --no-fund --loglevel=error && touch $(NODE_STAMP); \
+	else \
+	  echo "npm not found: the book loads MathJax from a CDN and the accessibility test skips"; \
+	fi
 
 # The book is built whatever the course's home; `autograder home` then warns (without failing
 # the build) if the launch buttons and links still send students to the repository of solutions.

@@ -175,10 +175,11 @@ class GraderExecute(Execute):
 
     def _trouble(self, index: int, what: str) -> str:
         return (f"the chapter's own cell {index + 1} (not one the student writes) failed twice, "
-                f"the second time with every limit doubled ({what}); no grade was given, since "
-                "the notebook cannot be graded without it. Re-grade this student alone "
-                "(python -m autograder grade ... --student NAME) when the machine is quieter, "
-                "or review the submission")
+                f"the second time with every limit doubled ({what}). No grade was given, since "
+                "the notebook cannot be graded without that cell: the machine may have been "
+                "overloaded, or the notebook's code changed what the cell uses (see the flags). "
+                "Re-grade this student alone (python -m autograder grade ... --student NAME) "
+                "when the machine is quieter, or review the submission")
 
     def _course_cell(self, index: int) -> bool:
         cell = self.nb.cells[index] if index < len(self.nb.cells) else None

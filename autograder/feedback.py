@@ -16,12 +16,15 @@ that were put back for grading. Before the page is rendered:
 - nbconvert's ``SanitizeHTML`` preprocessor (built on the maintained ``bleach`` sanitiser)
   cleans the student's markdown and HTML outputs down to safe tags and attributes, and drops
   JavaScript outputs; the exporter's ``sanitize_html`` does the same for what it renders:
-  ``<script>``, event handlers and ``javascript:`` links become inert text or disappear.
+  ``<script>``, event handlers and ``javascript:`` links become inert text or disappear;
+- :func:`defang_links` then reads the finished page as a browser would and removes every URL
+  whose scheme could run code (nbgrader renders markdown links itself, unsanitised).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import nbformat
@@ -101,6 +104,45 @@ class SubmittedOutputs(Preprocessor):
         return nb, resources
 
 
+#: URL attributes a browser follows or loads, and the schemes a feedback page may keep in them
+#: (a URL without a scheme, such as ``#section`` or ``figure.png``, is kept too).
+URL_ATTRIBUTES = ("href", "src", "action", "formaction", "xlink:href", "data", "poster",
+                  "background", "cite", "srcset")
+SAFE_SCHEMES = ("http", "https", "mailto")
+_SCHEME = re.compile(r"^([a-z][a-z0-9+.-]*):", re.I)
+
+
+def defang_links(page: Path) -> int:
+    """Neutralise every URL in ``page`` whose scheme could run code (``javascript:``,
+    ``vbscript:``, ``data:`` other than an image): the attribute is removed. nbgrader renders a
+    markdown link ``[x](javascript:...)`` as a live link whatever nbconvert's sanitiser says, so
+    the finished page is checked as a browser would read it. Returns how many were removed."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+    removed = 0
+    for element in soup.find_all(True):
+        for name in [a for a in element.attrs if a.lower() in URL_ATTRIBUTES]:
+            if not _safe_url(element.name, name, str(element.attrs[name])):
+                del element.attrs[name]
+                removed += 1
+    if removed:
+        page.write_text(str(soup), encoding="utf-8")
+    return removed
+
+
+def _safe_url(tag: str, attribute: str, value: str) -> bool:
+    compact = "".join(ch for ch in value if ch > " " and ch != "\x7f")
+    found = _SCHEME.match(compact)
+    if found is None:
+        return True
+    scheme = found.group(1).lower()
+    if scheme == "data":
+        return tag == "img" and attribute == "src" and compact.lower().startswith(
+            ("data:image/png", "data:image/jpeg", "data:image/gif", "data:image/webp"))
+    return scheme in SAFE_SCHEMES
+
+
 def configure_feedback(config, source_notebooks: list[Path], submitted: Path) -> None:
     """Set ``config`` (an nbgrader config) to make feedback as the module docstring says;
     ``submitted`` is the folder of the handed-in notebooks (their outputs are shown)."""
@@ -122,4 +164,4 @@ def configure_feedback(config, source_notebooks: list[Path], submitted: Path) ->
 
 
 __all__ = ["REDACTED", "RedactFeedback", "SubmittedOutputs", "configure_feedback",
-           "hidden_test_lines"]
+           "defang_links", "hidden_test_lines"]

@@ -73,6 +73,11 @@ class Settings:
             raise ValueError(f"--memory must be 0 (no limit) or at least {MIN_MEMORY_MB} MB: an "
                              f"idle kernel with numpy takes about 250 MB; got {self.memory_mb}")
 
+    def describe(self) -> str:
+        memory = f"{self.memory_mb} MB" if self.memory_mb else "no memory limit"
+        return (f"{self.timeout} s of CPU time per cell (wall-clock backstop {self.wall_s} s), "
+                f"{memory} per kernel")
+
     @property
     def wall_s(self) -> int:
         return self.wall_timeout or 3 * self.timeout + 30
@@ -114,7 +119,11 @@ def grade(submissions: Path, out: Path, *, jobs: int = 1, timeout: int | None = 
         settings = Settings(**{k: v for k, v in given.items() if v is not None})
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1, got {jobs}")
-    isolation_used = isolation.check() if settings.sandbox else NO_SANDBOX
+    isolation_used = "; ".join([isolation.check() if settings.sandbox else NO_SANDBOX,
+                                resources.describe()]
+                               + (["seccomp: no user namespaces"]
+                                  if settings.sandbox and isolation.seccomp_available() else [])
+                               + [settings.describe()])
     isolation.sweep_orphan_sockets()   # left by a grader that was killed outright
     resources.sweep_orphans()
     out = Path(out).resolve()
@@ -138,6 +147,8 @@ def grade(submissions: Path, out: Path, *, jobs: int = 1, timeout: int | None = 
             _run(todo, jobs, settings, out, template, journal, rows, bar, isolation_used)
         finally:
             bar.close()
+            isolation.sweep_orphan_sockets()   # of workers replaced or killed in this run
+            resources.sweep_orphans()
         _refresh_scores(out, rows)
         problems = intake.problems + [f"{key}: {note}" for key in sorted(rows)
                                       for note in rows[key].notes]
@@ -265,6 +276,10 @@ def _finish(task: Task, result: records.Result, out: Path) -> GradeRow:
         for page in (out / "feedback" / task.student / task.assignment).glob("*.html"):
             add_notes(page, flag_notes(row.flags) + row.notes)
     else:
+        specs = {(s.assignment, s.name): s for s in course.notebook_specs()}
+        row.max_score = sum(specs[task.assignment, f.notebook].max_score for f in task.files)
+        row.max_auto_score = sum(specs[task.assignment, f.notebook].max_auto_score
+                                 for f in task.files)
         for f in task.files:
             failure_page(_page(out, task, f.notebook), row, f.notebook,
                          flag_notes(row.flags) + row.notes)

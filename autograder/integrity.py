@@ -337,6 +337,7 @@ class _Review(ast.NodeVisitor):
         self.found: list[tuple[int, str]] = []
 
     def run(self, tree: ast.Module) -> list[tuple[int, str]]:
+        self.bound = _bound_anywhere(tree)   # a loop variable named _i is not the history
         for name, stmt in _top_bindings(tree):
             self._binding(name, stmt)
         self.visit(tree)
@@ -392,7 +393,8 @@ class _Review(ast.NodeVisitor):
     def visit_Name(self, node: ast.Name) -> None:
         if node.id == "__builtins__":
             self.flag(node, "uses __builtins__")
-        elif _history_name(node.id) and isinstance(node.ctx, ast.Load):
+        elif _history_name(node.id) and isinstance(node.ctx, ast.Load) \
+                and node.id not in self.bound:
             self.flag(node, f"reads {node.id}, the notebook's input/output history (where the "
                             "tests' code would be)")
         elif node.id == "get_ipython" and not self._ordinary_magic(node):

@@ -145,8 +145,8 @@ def main(argv: list[str]) -> None:
     options, command = argv[:split], argv[split + 1:]
     pairs = list(zip(options[::2], options[1::2]))
     values = {key: int(value) for key, value in pairs if key != "--cgroup"}
-    join_groups([value for key, value in pairs if key == "--cgroup"])
     die_with_parent(values.get("--parent-pid", 0))
+    join_groups([value for key, value in pairs if key == "--cgroup"])
     limit_memory(values.get("--memory-mb", 0), values.get("--address-space-mb", 0))
     limit_processes_and_files(values.get("--processes", 0), values.get("--file-mb", 0))
     if values.get("--no-userns"):

@@ -3,8 +3,9 @@
 First every course link in the sources is pointed at the course's home, the repository set in
 ``_config.yml`` (:mod:`autograder.home`). The result is byte-for-byte reproducible. A
 throwaway gradebook is used, so nothing else is written outside notebooks/. Afterwards every
-student notebook is checked for solution code and hidden tests; the release is refused, naming
-the cell, if any leaked through.
+autograded test cell is tagged ``hide-input`` (the book folds it away behind a "show" toggle; a
+notebook shows it as always), and every student notebook is checked for solution code and hidden
+tests; the release is refused, naming the cell, if any leaked through.
 """
 
 from __future__ import annotations
@@ -13,9 +14,15 @@ import json
 import tempfile
 from pathlib import Path
 
+import nbformat
+
 from . import course
 from .cells import grade_id, marked_lines
 from .home import apply_home
+
+#: The tag that folds a cell's code in the book (myst-nb): the visible tests with their hint
+#: tables are for the student running the notebook, not for a reader of the book.
+BOOK_FOLD_TAG = "hide-input"
 
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS",
            "BEGIN MARK SCHEME", "END MARK SCHEME")
@@ -44,8 +51,29 @@ def release(assignment_ids: list[str] | None = None, release_dir: Path | None = 
                                    f"\n{result['log']}")
     written = sorted(p for aid in ids for p in (target / aid).glob("*.ipynb"))
     for path in written:
+        fold_tests_in_the_book(path)
         check_no_leaks(path, course.SOLUTIONS / path.parent.name / path.name)
     return written
+
+
+def is_test_cell(cell) -> bool:
+    """An autograded test cell: graded by nbgrader, not a solution the student writes."""
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return cell.get("cell_type") == "code" and bool(meta.get("grade")) and not meta.get("solution")
+
+
+def fold_tests_in_the_book(student_notebook: Path) -> None:
+    """Tag every test cell of ``student_notebook`` :data:`BOOK_FOLD_TAG` (written back in
+    nbformat's own layout, as nbgrader wrote it, so a release stays byte-for-byte the same)."""
+    notebook = nbformat.read(student_notebook, as_version=nbformat.NO_CONVERT)
+    changed = False
+    for cell in notebook.cells:
+        tags = cell.metadata.get("tags", [])
+        if is_test_cell(cell) and BOOK_FOLD_TAG not in tags:
+            cell.metadata["tags"] = [*tags, BOOK_FOLD_TAG]
+            changed = True
+    if changed:
+        nbformat.write(notebook, student_notebook)
 
 
 def solution_lines(source_notebook: Path) -> set[str]:

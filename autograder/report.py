@@ -128,8 +128,15 @@ def failure_page(page: Path, row: GradeRow, notebook: str, notes: list[str]) -> 
     title = html.escape(f"{row.assignment}/{notebook} — {row.student}")
     page.write_text(
         f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{title}</title></head>'
-        f"<body><h1>{title}</h1>{notes_box(notes)}<p>Score: {row.score:g} of "
-        f"{row.max_score:g} ({html.escape(row.status)}).</p></body></html>\n", encoding="utf-8")
+        f"<body><h1>{title}</h1>{notes_box(notes)}<p>{_score_line(row)}</p></body></html>\n",
+        encoding="utf-8")
+
+
+def _score_line(row: GradeRow) -> str:
+    if row.status == "unreadable":
+        return f"Score: {row.score:g} of {row.max_score:g} (unreadable)."
+    return (f"Not scored yet ({html.escape(row.status)}): the grader could not finish this "
+            f"notebook, for the reason above; it will be graded again.")
 
 
 def question_columns(rows: list[GradeRow], order: list[str]) -> list[str]:
@@ -199,6 +206,9 @@ def summary(rows: list[GradeRow], problems: list[str], out: Path) -> str:
                      + (f"; {other}" if other else ""))
     kinds = sorted({row.sandbox for row in rows if row.sandbox})
     lines += [f"kernels ran in: {kind}" for kind in kinds]
+    if any("WARNING: per-process rlimits only" in kind for kind in kinds):
+        lines.append("WARNING: kernels' memory, processes and CPU were held per process only, "
+                     "not per kernel: grade as root on a machine with cgroups to hold them")
     if any(kind.startswith("NONE") for kind in kinds):
         lines.append("WARNING: some submissions were graded WITHOUT a sandbox: review them before "
                      "trusting their grades")

@@ -14,12 +14,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import zmq
 from jupyter_client.manager import AsyncKernelManager
 from traitlets import Bool, Integer, List, Unicode
 
 from . import isolation, resources
 
 LAUNCHER = Path(__file__).resolve().with_name("launcher.py")
+#: How long a message to the kernel's control channel may wait for the kernel to take it.
+CONTROL_SEND_MS = 2000
 
 
 class SandboxedKernelManager(AsyncKernelManager):
@@ -124,6 +127,28 @@ class SandboxedKernelManager(AsyncKernelManager):
             isolation.remove_sockets_folder(self._sockets)
 
     cleanup_resources = _async_cleanup_resources
+
+    # A kernel can break its end of the control channel (write garbage into the socket's
+    # descriptor, close it). A ZeroMQ send with no peer to take it then waits for ever, and
+    # jupyter_client sends an interrupt even before killing a kernel: give up after a while.
+
+    def _connect_control_socket(self) -> None:
+        if self._control_socket is None:
+            super()._connect_control_socket()
+            self._control_socket.setsockopt(zmq.SNDTIMEO, CONTROL_SEND_MS)
+            self._control_socket.linger = 0
+
+    async def _async_interrupt_kernel(self) -> None:
+        try:
+            await super()._async_interrupt_kernel()
+        except zmq.Again:
+            self.log.warning("the kernel's control channel takes no message: not interrupted")
+
+    async def _async_request_shutdown(self, restart: bool = False) -> None:
+        try:
+            await super()._async_request_shutdown(restart=restart)
+        except zmq.Again:
+            self.log.warning("the kernel's control channel takes no message: it will be killed")
 
 
 def _unwrapped(status: int) -> int:

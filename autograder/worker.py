@@ -26,7 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from . import caches, course, isolation, zmqpoll
-from .feedback import configure_feedback
+from .feedback import configure_feedback, defang_links
 from .intake import read_notebook
 from .launcher import die_with_parent
 from .records import Result, Task
@@ -91,12 +91,14 @@ def grade_task(task: Task) -> Result:
         graded = nbgrader.autograde(assignment, student, force=True, create=True)
         if not graded["success"]:
             trouble = _trouble(graded)
-            why = (f"not graded because of the grader's own trouble: {trouble}" if trouble
+            why = (f"not graded, and not the student's score: {trouble}" if trouble
                    else f"nbgrader could not grade it: {_cause(graded)}")
             return Result(str(work), "not graded", notes + [why])
         feedback = nbgrader.generate_feedback(assignment, student, force=True)
     if not feedback["success"]:
         notes.append(f"no feedback page: {_cause(feedback)}")
+    for page in sorted((work / "feedback" / student / assignment).glob("*.html")):
+        defang_links(page)
     from nbgrader.api import Gradebook
 
     with Gradebook(f"sqlite:///{work / 'gradebook.db'}", course.COURSE_ID) as gradebook:

@@ -13,7 +13,7 @@ import yaml
 from chapters import REPO, SOLUTIONS, build_book, solution_notebooks
 
 from autograder.home import read_home
-from autograder.release import solution_lines
+from autograder.release import BOOK_FOLD_TAG, is_test_cell, solution_lines
 
 TEXT_SUFFIXES = {".html", ".txt", ".ipynb", ".md", ".js", ".json", ".py"}
 
@@ -39,6 +39,20 @@ def test_chapter_page_has_launch_buttons_figures_and_no_traceback(site, page):
     assert "Traceback" not in html and "NotImplementedError</span>:" not in html
     assert "<img" in html, "the chapter's figures did not render"
     assert "application/vnd.jupyter.widget-state+json" in html, "widget state was not saved"
+
+
+@pytest.mark.parametrize("page", _chapters_in_toc())
+def test_the_book_folds_exactly_the_test_cells(site, page):
+    """The release tags every autograded test cell (and nothing else) hide-input, so the page
+    folds each one behind a "Show the tests" toggle; the notebook shows them as always."""
+    cells = json.loads((REPO / f"{page}.ipynb").read_text(encoding="utf-8"))["cells"]
+    tests = [cell for cell in cells if is_test_cell(cell)]
+    tagged = [cell for cell in cells if BOOK_FOLD_TAG in cell["metadata"].get("tags", [])]
+    assert tests and tagged == tests, "run `python -m autograder release`"
+    text = (site / f"{page}.html").read_text(encoding="utf-8")
+    folds = re.findall(r'<details class="admonition hide above-input">\s*<summary>\s*'
+                       r'<p class="collapsed admonition-title">Show the tests</p>', text)
+    assert len(folds) == len(tests)
 
 
 def _visible_lines(path: Path, text: str) -> set[str]:

@@ -1,10 +1,12 @@
 """The built book in a real headless browser (Debian's chromium and chromedriver, driven by
 Selenium; no browser is downloaded): pages load without JavaScript errors from our own content,
 search finds a chapter, launch links point at the course's home, widgets show their static view,
-tables read as tables, and no solution text is on any page.
+tables read as tables, no solution text is on any page, every page passes axe-core's WCAG 2.1 AA
+rules, and formulas render with MathJax served by the site itself.
 
-Run locally with ``apt-get install chromium chromium-driver``; without them these tests skip,
-except in CI (``CI`` set), where a missing browser is a failure.
+Run locally with ``apt-get install chromium chromium-driver`` and ``npm ci --prefix book``
+(axe-core; ``make setup`` runs it); without them these tests skip, except in CI (``CI`` set),
+where a missing browser or axe-core is a failure.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import functools
 import http.server
 import os
+import re
 import shutil
 import threading
 from pathlib import Path
@@ -24,6 +27,9 @@ from autograder.publish import secret_lines
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
+AXE = REPO / "book" / "node_modules" / "axe-core" / "axe.min.js"
+#: The WCAG 2.1 AA rules of axe-core (A and AA success criteria of WCAG 2.0 and 2.1).
+WCAG_21_AA = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
 CHAPTERS = sorted(p.relative_to(REPO).with_suffix("").as_posix()
                   for p in REPO.glob("notebooks/*/*.ipynb"))
 
@@ -47,6 +53,7 @@ if _missing_browser():
 from selenium import webdriver  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 
@@ -161,6 +168,50 @@ def test_an_explorer_shows_its_figure_without_the_widget_library(server, browser
     assert "124,439,808 parameters" in text
 
 
+#: How the description of each tinyprof figure begins (tinyprof/plots/); "Figure" is the
+#: generic one of a DescribedFigure drawn by chapter code.
+FIGURE_KINDS = ("Bar chart: ", "Stacked area chart: ", "Stacked bar chart: ", "Line chart: ",
+                "Amdahl's law: ", "Roofline chart, log-log: ", "Histogram of time per call: ",
+                "A/B test in two panels. ", "Two panels. Left: Histogram of time per call",
+                "Benchmark suite of ", "Figure")
+#: Figures drawn by a chapter's own matplotlib code that the chapter has not yet made a
+#: ``tp.plots.DescribedFigure`` (chapter 04's first-calls plot is one now), by chapter.
+UNDESCRIBED: dict[str, int] = {}
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_every_figure_says_what_it_shows(server, browser, chapter):
+    """Each figure's alt text is its description (title, axes, key numbers), not a file name."""
+    _open(browser, f"{server}/{chapter}.html")
+    figures = browser.execute_script("""
+        return [...document.querySelectorAll('.cell_output img')]
+          .map(img => [img.getAttribute('alt') || '', img.naturalWidth]);
+    """)
+    assert len(figures) >= 2, f"{chapter} shows {len(figures)} figures"
+    assert all(width > 200 for _, width in figures), "a figure did not load"
+    file_names = [alt for alt, _ in figures if re.search(r"\.(png|jpe?g|gif|svg)$", alt)]
+    assert len(file_names) == UNDESCRIBED.get(chapter, 0), \
+        f"{chapter}: figures whose alt text is a file name: {file_names}"
+    for alt, _ in figures:
+        if alt not in file_names:
+            assert alt.startswith(FIGURE_KINDS), alt[:80]
+            assert len(alt) >= 80 and re.search(r"\d", alt), f"alt text says too little: {alt!r}"
+
+
+def test_test_cells_are_folded_and_open_from_the_keyboard(server, browser):
+    _open(browser, f"{server}/notebooks/02_flops/flops.html")
+    shown = browser.execute_script("return document.body.innerText")
+    assert "def matmul_flops(" in shown                    # the exercise stays in view
+    assert "expect(matmul_flops(" not in shown             # its tests are folded
+    toggle = browser.find_element(By.CSS_SELECTOR, "details.above-input > summary")
+    assert toggle.text == "Show the tests"
+    browser.execute_script("arguments[0].focus()", toggle)
+    assert browser.switch_to.active_element == toggle, "the fold's toggle takes the focus"
+    toggle.send_keys(Keys.ENTER)
+    assert "expect(matmul_flops(" in browser.execute_script("return document.body.innerText")
+    assert toggle.text == "Hide the tests"
+
+
 def test_tables_read_as_tables(server, browser):
     _open(browser, f"{server}/notebooks/01_parameters/parameters.html")
     cells = browser.execute_script("""
@@ -186,3 +237,112 @@ def test_no_page_shows_solution_text(site, server, browser):
         text = browser.execute_script("return document.body.innerText")
         shown = [line for line in secrets if line in text]
         assert shown == [], f"{page} shows solution text: {shown[0]!r}"
+
+
+def _axe_source() -> str:
+    if not AXE.exists():
+        message = (f"axe-core is not installed: {AXE.relative_to(REPO)} is missing (`make setup` "
+                   "runs `npm ci --prefix book`)")
+        if os.environ.get("CI"):
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    return AXE.read_text(encoding="utf-8")
+
+
+def _maths_typeset(browser) -> bool | None:
+    """Wait until MathJax has typeset the page: True when it has, False when it did not load or
+    failed, None on a page without formulas (which does not load MathJax)."""
+    browser.set_script_timeout(60)
+    return browser.execute_async_script("""
+        const done = arguments[arguments.length - 1];
+        if (!document.querySelector('script[src*="mathjax" i]')) { done(null); return; }
+        const wait = (tries) => {
+          if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+            MathJax.startup.promise.then(() => done(true), () => done(false));
+          } else if (tries > 0) { setTimeout(() => wait(tries - 1), 100); }
+          else { done(false); }
+        };
+        wait(50);
+    """)
+
+
+def _axe_violations(browser, source: str) -> list[str]:
+    """axe-core's WCAG 2.1 AA violations on the open page, one line per rule and element."""
+    browser.execute_script(source)
+    browser.set_script_timeout(120)
+    found = browser.execute_async_script("""
+        const done = arguments[arguments.length - 1];
+        axe.run(document, {runOnly: {type: 'tag', values: arguments[0]},
+                           resultTypes: ['violations']})
+          .then(result => done(result.violations.map(v => ({
+                  id: v.id, impact: v.impact,
+                  nodes: v.nodes.map(n => [n.target.join(' '), n.failureSummary])}))),
+                error => done([{id: 'axe failed', impact: String(error), nodes: []}]));
+    """, WCAG_21_AA)
+    return [f"{v['id']} ({v['impact']}): {target} :: {summary}"
+            for v in found for target, summary in (v["nodes"] or [("", "")])]
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_every_page_meets_wcag_21_aa(site, server, browser, scheme):
+    """axe-core finds no WCAG 2.1 A or AA violation on any page, after MathJax has typeset
+    the formulas, in the light and in the dark theme (the book follows the reader's setting)."""
+    source = _axe_source()
+    failures = {}
+    browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {
+        "features": [{"name": "prefers-color-scheme", "value": scheme}]})
+    try:
+        for page in _pages(site):
+            _open(browser, f"{server}/{page}")
+            assert browser.execute_script(
+                "return document.documentElement.dataset.theme") == scheme, page
+            _maths_typeset(browser)
+            violations = _axe_violations(browser, source)
+            if violations:
+                failures[page] = violations
+    finally:
+        browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
+    assert failures == {}, "\n".join(f"{page}: {line}" for page, lines in failures.items()
+                                     for line in lines[:8])
+
+
+def _formulas(browser) -> list[list]:
+    """Each formula on the page: [typeset by MathJax, has MathML for assistive technology, its
+    text when not typeset]."""
+    return browser.execute_script("""
+        return [...document.querySelectorAll('span.math, div.math')].map(m => [
+          m.querySelector('mjx-container') !== null,
+          m.querySelector('mjx-assistive-mml math') !== null,
+          m.querySelector('mjx-container') ? '' : m.textContent.slice(0, 80)]);
+    """)
+
+
+def test_formulas_render_from_a_saved_copy_with_the_network_off(site, browser):
+    """The site serves its own MathJax: opened from disk (file://) with the browser offline, every
+    formula on every page that has one is typeset, with hidden MathML for screen readers."""
+    pages = [page for page in _pages(site)
+             if 'class="math' in (site / page).read_text(encoding="utf-8")]
+    assert len(pages) >= 4, f"only {pages} have formulas"
+    for page in pages:
+        scripts = re.findall(r'<script[^>]* src="([^"]*mathjax[^"]*)"',
+                             (site / page).read_text(encoding="utf-8"), flags=re.I)
+        assert scripts and all("_static/mathjax/" in src and "//" not in src
+                               for src in scripts), f"{page} loads MathJax from {scripts}"
+    browser.execute_cdp_cmd("Network.enable", {})
+    browser.execute_cdp_cmd("Network.emulateNetworkConditions", {
+        "offline": True, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1})
+    try:
+        counted = {}
+        for page in pages:
+            _open(browser, (site / page).as_uri())
+            assert _maths_typeset(browser) is True, f"MathJax did not load on {page}"
+            formulas = _formulas(browser)
+            raw = [text for typeset, _, text in formulas if not typeset]
+            assert raw == [], f"{page} shows raw TeX: {raw[:3]}"
+            assert all(mathml for _, mathml, _ in formulas), f"{page}: a formula has no MathML"
+            counted[page] = len(formulas)
+    finally:
+        browser.execute_cdp_cmd("Network.emulateNetworkConditions", {
+            "offline": False, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1})
+        browser.execute_cdp_cmd("Network.disable", {})
+    assert sum(counted.values()) >= 20, counted

@@ -81,6 +81,42 @@ ATTACKS = {
     "import os\nos.sys.modules.pop('tinyprof.testing')\n": "line 2: uses sys.modules",
     "f = tp.count_parameters.__code__\n":
         "line 1: uses .__code__, which reaches into code or frames",
+    # issue 19: verdict forgery and what leads to it
+    "import math\nmath.isclose = lambda *a, **k: True\n":
+        "line 2: assigns math.isclose (the module math)",
+    "import math as m\nsetattr(m, 'is' + 'close', print)\n": "line 2: setattr() on the module math",
+    "import IPython\nshell = getattr(IPython, 'get_' + 'ipython')()\n":
+        "line 2: getattr() on ipython-module with a computed attribute name",
+    "import numpy\nf = getattr(numpy, 'all' + 'close')\n":
+        "line 2: getattr() on the module numpy with a computed attribute name",
+    "x = object()\nsetattr(x, 'a' + 'b', 1)\n": "line 2: setattr() with a computed attribute name",
+    "print(In[-1])\n": "line 1: reads In, the notebook's input/output history (where the tests' "
+                       "code would be)",
+    "text = _ih[3]\n": "line 1: reads _ih, the notebook's input/output history (where the tests' "
+                       "code would be)",
+    "print(_i12)\n": "line 1: reads _i12, the notebook's input/output history (where the tests' "
+                     "code would be)",
+    "%history\n": "line 1: runs %history, which reads the notebook's input history",
+    "shell = get_ipython()\n": "line 1: reaches the kernel object (get_ipython())",
+    "import IPython\nk = IPython.get_ipython()\n":
+        "line 2: uses IPython.get_ipython, which reaches the kernel's internals",
+    "import ipykernel\napp = ipykernel.kernelapp\n":
+        "line 2: uses ipykernel.kernelapp, which reaches the kernel's internals",
+    "import __main__\n": "line 1: imports __main__, the notebook's own namespace",
+    "open('helper.py', 'w').write('x = 1')\n":
+        "line 1: writes a Python file, which an import would run without review",
+    "from pathlib import Path\nPath('helper.py').write_text('x = 1')\n":
+        "line 2: writes a Python file, which an import would run without review",
+    "%%writefile helper.py\nx = 1\n":
+        "line 1: writes a Python file (%%writefile), which an import would run without review",
+    "import quiet_helper\n": "line 1: imports quiet_helper, which the course environment does "
+                             "not have (a file the notebook wrote itself?)",
+    "f = tp.abtest._timed_rounds\n":
+        "line 1: uses tp.abtest._timed_rounds, a private name of tinyprof",
+    "from tinyprof.abtest import _timed_rounds\n":
+        "line 1: imports tinyprof.abtest._timed_rounds, a private name of tinyprof",
+    "f = getattr(tp.abtest, '_timed_rounds')\n":
+        "line 1: uses a private name of tinyprof (getattr(tp.abtest, '_timed_rounds'))",
 }
 
 
@@ -129,3 +165,23 @@ def test_runtime_flags_are_read_from_the_graded_notebook():
     assert runtime_flags(graded) == [
         "cell test_a: the hidden tests' runtime check: expect had been rebound",
         "cell 2: the hidden tests' runtime check found tampering: builtins.len"]
+
+
+def test_a_loop_variable_named_like_the_history_is_not_the_history():
+    release, source = _pair(CHAPTER)
+    code = "for _i in range(3):\n    print(_i)\n"
+    notebook = with_answers(CHAPTER, {"linear_params": code + ANSWER})
+    assert review(notebook, release, source) == []
+
+
+def test_review_sentences_of_the_grader_are_flags_and_a_judged_cell_is_not_reread():
+    """A judged test cell's outputs are the grader's own; its record's ``review`` lines (signs
+    the kernel was changed) are the flags, not what its outputs say."""
+    graded = {"cells": [
+        {"cell_type": "code", "metadata": {"nbgrader": {"grade_id": "test_a"}, "tinyprof": {
+            "verdict": {"version": 1, "passed": False, "ename": "KernelError", "message": "x"},
+            "review": ["the kernel broke the grader's protocol: no answer"]}},
+         "outputs": [{"output_type": "error", "ename": "TamperingDetected", "evalue": "forged",
+                      "traceback": []}]}]}
+    assert runtime_flags(graded) == [
+        "cell test_a: the kernel broke the grader's protocol: no answer"]

@@ -52,6 +52,9 @@ def test_make_setup_prints_no_build_backend_warning(tmp_path):
     requirements are tinyprof alone."""
     copy = _package_copy(tmp_path / "course")
     shutil.copy(REPO / "Makefile", copy)
+    (copy / "book").mkdir(exist_ok=True)
+    for name in ("package.json", "package-lock.json"):   # the book's pinned npm packages
+        shutil.copy(REPO / "book" / name, copy / "book" / name)
     (copy / "requirements.txt").write_text("-e .\n")
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONWARNINGS")}
     run = subprocess.run(["make", "setup"], cwd=copy, capture_output=True, text=True, env=env,

@@ -1,5 +1,7 @@
 """Figures: every function returns a matplotlib Figure and never calls ``plt.show()``; a notebook
-displays the returned figure, a script saves it. One look in every chapter (:mod:`.style`).
+displays the returned figure, a script saves it. One look in every chapter (:mod:`.style`), and
+a text description of what each figure shows, computed from its data, which a notebook and the
+book give its image as alt text (:mod:`.describe`).
 
 * batch scaling and Amdahl's law (:mod:`.scaling`);
 * where a quantity goes (:mod:`.breakdown`);
@@ -10,6 +12,7 @@ displays the returned figure, a script saves it. One look in every chapter (:mod
 
 from .breakdown import MEMORY_COLORS, plot_breakdown, plot_memory_breakdown, plot_shares
 from .comparison import plot_ab, plot_performance_comparison
+from .describe import DescribedFigure, describe_axes, described, figure_description
 from .latency import plot_ci_funnel, plot_latency, plot_latency_log
 from .roofline import BOUND_COLORS, plot_roofline
 from .scaling import amdahl_words, plot_amdahl, plot_batch_scaling, plot_scaling
@@ -24,7 +27,8 @@ from .style import (
 )
 
 __all__ = [
-    "ACCENT", "BOUND_COLORS", "FIGSIZE", "HIGHLIGHT", "MEMORY_COLORS", "MUTED", "amdahl_words",
+    "ACCENT", "BOUND_COLORS", "DescribedFigure", "FIGSIZE", "HIGHLIGHT", "MEMORY_COLORS", "MUTED",
+    "amdahl_words", "describe_axes", "described", "figure_description",
     "plain_log2_axis", "plain_log_axis", "plot_ab", "plot_amdahl", "plot_batch_scaling",
     "plot_breakdown", "plot_ci_funnel", "plot_latency", "plot_latency_log", "plot_memory_breakdown",
     "plot_performance_comparison", "plot_roofline", "plot_scaling", "plot_shares", "style_axes",

@@ -9,6 +9,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
+from .describe import DescribedFigure, described, listing, number, title_of
 from .style import ACCENT, FIGSIZE, HIGHLIGHT, MUTED, style_axes
 
 
@@ -19,7 +20,8 @@ def plot_breakdown(labels: Sequence[str], values: Sequence[float], *, quantity: 
     labels = [labels[i] for i in order]
     vals = np.asarray(values, dtype=float)[order]
     total = vals.sum()
-    fig, ax = plt.subplots(figsize=(FIGSIZE[0], 0.45 * len(labels) + 1.2))
+    fig, ax = plt.subplots(figsize=(FIGSIZE[0], 0.45 * len(labels) + 1.2),
+                           FigureClass=DescribedFigure)
     bars = ax.barh(labels, vals, color=ACCENT)
     for bar, v in zip(bars, vals):
         share = v / total if total else 0.0
@@ -30,7 +32,12 @@ def plot_breakdown(labels: Sequence[str], values: Sequence[float], *, quantity: 
                f"{quantity} ({unit})" if unit else quantity, "")
     ax.grid(False)
     fig.tight_layout()
-    return fig
+    largest = [f"{label} {number(v)} ({v / total if total else 0.0:.1%})"
+               for label, v in zip(labels[::-1], vals[::-1])]
+    measure = f"{quantity} in {unit}" if unit else quantity
+    return described(fig, f"Bar chart: {title_of(ax)}.",
+                     f"{len(vals)} parts ({measure}), largest first: {listing(largest)}.",
+                     f"Total {number(total)}{f' {unit}' if unit else ''}.")
 
 
 def plot_shares(xs: Sequence[float], parts: Mapping[str, Sequence[float]], *, xlabel: str,
@@ -51,7 +58,7 @@ def plot_shares(xs: Sequence[float], parts: Mapping[str, Sequence[float]], *, xl
     shares = 100.0 * values / np.where(totals > 0, totals, 1.0)
     colors = [ACCENT] + [plt.cm.Greys(0.25 + 0.5 * i / max(len(parts) - 1, 1))
                          for i in range(len(parts) - 1)]
-    fig, ax = plt.subplots(figsize=FIGSIZE)
+    fig, ax = plt.subplots(figsize=FIGSIZE, FigureClass=DescribedFigure)
     ax.stackplot(x, shares, labels=list(parts), colors=colors, alpha=0.9)
     for i, (position, label) in enumerate(marks):
         ax.axvline(position, color=HIGHLIGHT if i == 0 else "black", ls="-" if i == 0 else "--",
@@ -63,7 +70,15 @@ def plot_shares(xs: Sequence[float], parts: Mapping[str, Sequence[float]], *, xl
     style_axes(ax, title or f"Where the {quantity} go", xlabel, f"share of {quantity} (%)")
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=9, frameon=False)
     fig.tight_layout()
-    return fig
+
+    def at(i: int) -> str:
+        return (f"at {number(x[i])}: " + ", ".join(f"{name} {shares[j, i]:.1f}%"
+                                                   for j, name in enumerate(parts)))
+    return described(
+        fig, f"Stacked area chart: {title_of(ax)}.",
+        f"Each part's share of the {quantity} against {xlabel}, {number(x.min())} to "
+        f"{number(x.max())} (log scale); {at(0)}; {at(x.size - 1)}.",
+        f"Marked: {listing(label for _, label in marks)}." if marks else "")
 
 
 #: One colour per training-memory component, the same in every memory figure: the fixed costs
@@ -100,7 +115,7 @@ def plot_memory_breakdown(bars: Mapping[str, Mapping[str, float]], *, unit: str 
     cycle = iter(plt.rcParams["axes.prop_cycle"].by_key()["color"])
     colors = {name: MEMORY_COLORS.get(name) or next(cycle) for name in components}
     x = np.arange(len(bars))
-    fig, ax = plt.subplots(figsize=FIGSIZE)
+    fig, ax = plt.subplots(figsize=FIGSIZE, FigureClass=DescribedFigure)
     bottom = np.zeros(len(bars))
     stacks = []
     for name in components:
@@ -125,4 +140,13 @@ def plot_memory_breakdown(bars: Mapping[str, Mapping[str, float]], *, unit: str 
     ax.legend(handles=stacks[::-1] + lines, loc="center left", bbox_to_anchor=(1.01, 0.5),
               fontsize=9, frameon=False)  # legend top to bottom, as the stack reads
     fig.tight_layout()
-    return fig
+
+    def bar(i: int, label: str) -> str:
+        shown = ", ".join(f"{name} {number(v)}" for name, v in bars[label].items())
+        peak = f", peak during the step {number(peaks[label])}" if label in peaks else ""
+        return f"{label}: {shown}; total {number(bottom[i])} {unit}{peak}"
+    return described(
+        fig, f"Stacked bar chart: {title_of(ax)}.",
+        f"Memory in {unit} by component ({listing(components)}), bottom to top.",
+        "; ".join(bar(i, label) for i, label in enumerate(bars)) + ".",
+        f"Budget line at {number(budget)} {unit}." if budget is not None else "")

@@ -7,7 +7,8 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-from ..units import time_unit
+from ..units import format_bytes, format_seconds, time_unit
+from .describe import DescribedFigure, described, listing
 from .style import ACCENT, FIGSIZE, HIGHLIGHT, MUTED, plain_log_axis, style_axes
 
 
@@ -16,7 +17,8 @@ def plot_ab(result) -> Figure:
     sample of each side (jittered), with its median. Right: the speedup with its 95 % interval,
     the no-change line at 1× and the noise band shaded around it."""
     unit, scale = time_unit(max(result.baseline.median, result.candidate.median))
-    fig, (left, right) = plt.subplots(1, 2, figsize=FIGSIZE, gridspec_kw={"width_ratios": [3, 2]})
+    fig, (left, right) = plt.subplots(1, 2, figsize=FIGSIZE, gridspec_kw={"width_ratios": [3, 2]},
+                                      FigureClass=DescribedFigure)
     jitter = np.random.default_rng(0)
     for i, (stats, color) in enumerate(((result.baseline, MUTED), (result.candidate, ACCENT))):
         values = np.asarray(stats.samples) / scale
@@ -43,7 +45,16 @@ def plot_ab(result) -> Figure:
     right.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), fontsize=8, frameon=False,
                  ncol=2)
     fig.tight_layout()
-    return fig
+    sides = [f"{stats.name or side} median {format_seconds(stats.median)} "
+             f"({len(stats.samples)} rounds)"
+             for side, stats in (("baseline", result.baseline), ("candidate", result.candidate))]
+    return described(
+        fig, "A/B test in two panels.",
+        f"Left: per-call time, one dot per round, log scale: {listing(sides)}.",
+        f"Right: speedup median(baseline) / median(candidate) = {result.speedup:.2f}× with "
+        f"95% interval {low:.2f}× to {high:.2f}×, beside the no-change line at 1× and a noise "
+        f"band of ±{result.noise_band:.0%}. Verdict: {result.verdict} "
+        f"(p = {result.p_value:.2g}).")
 
 
 def plot_performance_comparison(results) -> Figure:
@@ -55,7 +66,7 @@ def plot_performance_comparison(results) -> Figure:
     colors = [MUTED if v.name == results.baseline else ACCENT for v in variants]
     y = np.arange(len(variants))
     fig, axes = plt.subplots(1, 3, figsize=(FIGSIZE[0] + 2, 0.5 * len(variants) + 1.8),
-                             sharey=True)
+                             sharey=True, FigureClass=DescribedFigure)
     unit, scale = time_unit(max(v.latency.median for v in variants))
     medians = np.array([v.latency.median for v in variants]) / scale
     errors = np.array([[v.latency.median - v.latency.ci[0], v.latency.ci[1] - v.latency.median]
@@ -88,4 +99,16 @@ def plot_performance_comparison(results) -> Figure:
         ax.grid(True, axis="x", alpha=0.3)
         ax.grid(False, axis="y")
     fig.tight_layout()
-    return fig
+
+    def variant(v) -> str:
+        low, high = v.latency.ci
+        stored = f" (parameters {format_bytes(v.parameter_bytes)})" if v.parameter_bytes else ""
+        accuracy = f", accuracy {v.accuracy:.1%}" if v.accuracy is not None else ""
+        return (f"{v.name}{' (baseline)' if v.name == results.baseline else ''}: median time "
+                f"{format_seconds(v.latency.median)} (95% CI {format_seconds(low)} to "
+                f"{format_seconds(high)}), peak memory {format_bytes(v.peak_bytes)}{stored}"
+                f"{accuracy}")
+    return described(
+        fig, f"Benchmark suite of {len(variants)} variants in three panels: time per call, "
+             "peak memory of a forward pass, held-out accuracy.",
+        "; ".join(variant(v) for v in variants) + ".")

@@ -10,6 +10,7 @@ from matplotlib.figure import Figure
 
 from ..timing import LatencyStats
 from ..units import format_seconds, time_unit
+from .describe import DescribedFigure, described
 from .style import ACCENT, FIGSIZE, HIGHLIGHT, MUTED, plain_log_axis
 
 _MARKERS = (("p50", "-"), ("p95", "--"), ("p99", ":"))
@@ -19,11 +20,13 @@ def plot_latency(stats: LatencyStats, *, ax=None, bins: int | str = "auto"):
     """Histogram of the samples with p50, p95 and p99 marked and the median's 95% CI shaded.
 
     Returns the matplotlib Figure (drawn on ``ax`` when given); never calls ``plt.show()``.
+    Its description (:func:`latency_words`) is set when the figure is its own.
     """
     if not isinstance(stats, LatencyStats):
         raise TypeError(f"plot_latency needs a LatencyStats, got {type(stats).__name__}")
-    if ax is None:
-        fig = Figure(figsize=FIGSIZE)
+    own = ax is None
+    if own:
+        fig = DescribedFigure(figsize=FIGSIZE)
         ax = fig.subplots()
     else:
         fig = ax.figure
@@ -43,7 +46,18 @@ def plot_latency(stats: LatencyStats, *, ax=None, bins: int | str = "auto"):
     ax.legend(fontsize=8, frameon=False)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
-    return fig
+    return described(fig, latency_words(stats)) if own else fig
+
+
+def latency_words(stats: LatencyStats, log: bool = False) -> str:
+    """What :func:`plot_latency`'s histogram shows, in words: the samples, p50, p95, p99, the
+    median's 95% CI and the fastest and slowest call."""
+    loops = f" × {stats.loops:,} loops" if stats.loops > 1 else ""
+    return (f"Histogram of time per call: {stats.name or 'latency'}, {stats.n} samples{loops}"
+            f"{', log time axis' if log else ''}. p50 {format_seconds(stats.p50)}, p95 "
+            f"{format_seconds(stats.p95)}, p99 {format_seconds(stats.p99)}; 95% CI of the median "
+            f"{format_seconds(stats.ci[0])} to {format_seconds(stats.ci[1])}; fastest "
+            f"{format_seconds(stats.min)}, slowest {format_seconds(stats.max)}.")
 
 
 def plot_latency_log(stats, *, ax=None, bins: int = 40) -> Figure:
@@ -60,7 +74,7 @@ def plot_latency_log(stats, *, ax=None, bins: int = 40) -> Figure:
     fig = plot_latency(stats, ax=ax, bins=np.geomspace(stats.min, stats.max, bins + 1) / scale)
     axis = fig.axes[0] if ax is None else ax
     plain_log_axis(axis, "x")
-    return fig
+    return described(fig, latency_words(stats, log=True)) if ax is None else fig
 
 
 def plot_ci_funnel(ax, sizes: Sequence[int], stats: Sequence[LatencyStats], current: int) -> None:
@@ -97,3 +111,16 @@ def plot_ci_funnel(ax, sizes: Sequence[int], stats: Sequence[LatencyStats], curr
     ax.legend(fontsize=8, frameon=False)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
+
+
+def ci_funnel_words(sizes: Sequence[int], stats: Sequence[LatencyStats], current: int) -> str:
+    """What :func:`plot_ci_funnel` shows, in words: the median's 95% CI at the fewest samples,
+    at ``current`` and at all of them."""
+    def at(i: int) -> str:
+        low, high = stats[i].ci
+        return (f"n = {sizes[i]}: median {format_seconds(stats[i].median)}, 95% CI "
+                f"{format_seconds(low)} to {format_seconds(high)}")
+    shown = sorted({0, list(sizes).index(current), len(sizes) - 1})
+    return ("The median's 95% CI against the number of samples n (log scale, "
+            f"{sizes[0]} to {sizes[-1]}), beside a ±1/√n narrowing: "
+            + "; ".join(at(i) for i in shown) + f". Highlighted: n = {current}.")

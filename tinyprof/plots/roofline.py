@@ -8,6 +8,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
+from .describe import DescribedFigure, described, listing, number, title_of
 from .style import ACCENT, FIGSIZE, MUTED, style_axes
 
 #: Marker colour of each roofline bound.
@@ -31,7 +32,7 @@ def plot_roofline(peaks, points: Sequence[Mapping] = (), *, label_top: int = 5,
     low = min(0.01, min(intensities) / 2)
     high = max(1000.0, max(intensities) * 2)
     x = np.geomspace(low, high, 400)
-    fig, ax = plt.subplots(figsize=(FIGSIZE[0], 4.6))
+    fig, ax = plt.subplots(figsize=(FIGSIZE[0], 4.6), FigureClass=DescribedFigure)
     ax.plot(x, np.minimum(peaks.flops_per_second, x * peaks.bytes_per_second), color="black",
             lw=2, label=f"roofline: {peaks.flops_per_second / 1e9:.0f} GFLOP/s, "
                         f"{peaks.bytes_per_second / 1e9:.0f} GB/s")
@@ -60,7 +61,32 @@ def plot_roofline(peaks, points: Sequence[Mapping] = (), *, label_top: int = 5,
                "arithmetic intensity (FLOPs/byte)", "FLOP/s")
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8, frameon=False)
     fig.tight_layout()
-    return fig
+    return described(fig, *roofline_words(peaks, shown, ranked, title_of(ax)))
+
+
+def roofline_words(peaks, shown: Sequence[Mapping], ranked: Sequence[Mapping],
+                   title: str) -> list[str]:
+    """What :func:`plot_roofline` shows, in words: the roofs, the ridge, how many points are
+    bound by what, and where the named (largest-share) points sit."""
+    caches = [f"{name} {rate / 1e9:.0f} GB/s" for name, rate in getattr(peaks, "cache_roofs", ())]
+    counts = {bound: sum(p.get("bound", "compute") == bound for p in shown)
+              for bound in BOUND_COLORS}
+
+    def point(p: Mapping) -> str:
+        name = f"{p.get('name', '')} {p.get('phase', '')}".strip() or "a point"
+        share = f", {p['share']:.0%} of the time" if "share" in p else ""
+        return (f"{name} at {number(p['intensity'])} FLOPs/byte and "
+                f"{p['achieved'] / 1e9:.3g} GFLOP/s ({p.get('bound', 'compute')}-bound{share})")
+    return [f"Roofline chart, log-log: {title}.",
+            "FLOP/s against arithmetic intensity (FLOPs/byte). Compute roof "
+            f"{peaks.flops_per_second / 1e9:.0f} GFLOP/s, memory roof "
+            f"{peaks.bytes_per_second / 1e9:.0f} GB/s, ridge at "
+            f"{number(peaks.ridge_intensity)} FLOPs/byte"
+            + (f"; cache roofs {listing(caches)}." if caches else "."),
+            f"{len(shown)} points: " + ", ".join(f"{n} {bound}-bound"
+                                                 for bound, n in counts.items() if n) + "."
+            if shown else "",
+            f"Named: {'; '.join(point(p) for p in ranked)}." if ranked else ""]
 
 
 #: Short names of the phases in point labels (the marker shape says it too).

@@ -11,6 +11,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from ..amdahl import amdahl_limit, amdahl_speedup
+from .describe import DescribedFigure, described, number
 from .style import ACCENT, FIGSIZE, HIGHLIGHT, MUTED, plain_log2_axis, style_axes
 
 
@@ -27,7 +28,8 @@ def plot_batch_scaling(batch_sizes: Sequence[int], values: Sequence[float], *,
     if batch.shape != vals.shape or batch.size == 0:
         raise ValueError(f"plot_batch_scaling needs one value per batch size, got "
                          f"{batch.size} batch sizes and {vals.size} values")
-    fig, axes = plt.subplots(1, 2 if per_sample else 1, figsize=FIGSIZE, squeeze=False)
+    fig, axes = plt.subplots(1, 2 if per_sample else 1, figsize=FIGSIZE, squeeze=False,
+                             FigureClass=DescribedFigure)
     ax = axes[0, 0]
     ax.plot(batch, vals, "o-", color=ACCENT)
     plain_log2_axis(ax)
@@ -45,7 +47,18 @@ def plot_batch_scaling(batch_sizes: Sequence[int], values: Sequence[float], *,
         if (vals >= 0).all():
             ax2.set_ylim(bottom=0, top=max((vals / batch).max() * 1.1, 1e-12))
     fig.tight_layout()
-    return fig
+    suffix = f" {unit}" if unit else ""
+
+    def ends(v: np.ndarray, per: str = "") -> str:
+        return (f"{number(v[0])}{suffix}{per} at batch {number(batch[0])} to {number(v[-1])}"
+                f"{suffix}{per} at batch {number(batch[-1])}")
+    growth = (f" ({number(vals[-1] / vals[0])}× for {number(batch[-1] / batch[0])}× the batch)"
+              if vals[0] > 0 and batch.size > 1 else "")
+    return described(
+        fig, f"Line chart: {' '.join((title or f'{quantity} vs batch size').split())}, "
+             "batch size on a log scale.",
+        f"{quantity[:1].upper()}{quantity[1:]}: {ends(vals)}{growth}.",
+        f"Per sample, right panel: {ends(vals / batch, ' per sample')}." if per_sample else "")
 
 
 def _wrapped(title: str, width: int = 40) -> str:
@@ -75,7 +88,7 @@ def plot_amdahl(fraction: float, factor: float | None = None, *, part: str = "th
     s = np.geomspace(1.0, max_factor, 200)
     limit = amdahl_limit(fraction)
     top = max_factor if not np.isfinite(limit) else min(max_factor, max(4.0, 1.6 * limit))
-    fig, ax = plt.subplots(figsize=FIGSIZE)
+    fig, ax = plt.subplots(figsize=FIGSIZE, FigureClass=DescribedFigure)
     for p in others:
         if abs(p - fraction) > 1e-9:
             curve = np.array([amdahl_speedup(p, f) for f in s])
@@ -101,7 +114,16 @@ def plot_amdahl(fraction: float, factor: float | None = None, *, part: str = "th
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3, fontsize=9,
               frameon=False)
     fig.tight_layout()
-    return fig
+    ceiling = (f"its ceiling 1/(1 − p) is {limit:.2f}×" if np.isfinite(limit)
+               else "with p = 100% there is no ceiling")
+    point = (f" Making it {factor:g}× {adjective} gives {amdahl_speedup(fraction, factor):.2f}× "
+             "overall." if factor is not None else "")
+    faint = [f"{p:g}" for p in others if abs(p - fraction) > 1e-9]
+    return described(
+        fig, f"Amdahl's law: {verb} {part}.",
+        f"Overall {noun} against the {noun} s of that part, 1× to {max_factor:g}× (log scale), "
+        f"for p = {fraction:.0%} of the {quantity}: {ceiling}.{point}",
+        f"Grey curves for p = {', '.join(faint)}." if faint else "")
 
 
 def plot_scaling(scaling, quantity: str = "latency") -> Figure:

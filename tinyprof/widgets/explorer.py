@@ -13,12 +13,13 @@ itself and sets the Output widget's ``outputs`` from the kernel, which needs no 
 the client at all.
 
 Each explorer also carries a static view (the text and figures of its initial state as HTML),
-which the book shows and which stays readable where the widget library cannot load.
+which the book shows and which stays readable where the widget library cannot load. Every figure
+in it, and in the live output area, carries its description (:mod:`tinyprof.plots.describe`) as
+its alt text.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import html
 import io
@@ -27,7 +28,9 @@ from typing import Any, Callable
 
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
-from IPython.display import Image, display
+from IPython.display import display, publish_display_data
+
+from ..plots.describe import display_bundle, figure_description, figure_png, image_html
 
 LAYOUT = {"width": "480px"}
 STYLE = {"description_width": "150px"}
@@ -36,23 +39,17 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 _FIGURES: ContextVar[list | None] = ContextVar("tinyprof_explorer_figures", default=None)
 
 
-def figure_png(fig) -> bytes:
-    """``fig`` as PNG bytes, cropped to what it draws."""
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", bbox_inches="tight")
-    return buffer.getvalue()
-
-
 def show(fig) -> None:
     """Show ``fig`` and free it: inside an explorer's ``draw`` it becomes one of the explorer's
-    figures; anywhere else it is displayed in the current output."""
-    png = figure_png(fig)
+    figures; anywhere else it is displayed in the current output. Either way its description
+    (:func:`~tinyprof.plots.describe.figure_description`) goes with it as alt text."""
+    png, description = figure_png(fig), figure_description(fig)
     plt.close(fig)
     figures = _FIGURES.get()
     if figures is None:
-        display(Image(png))
+        publish_display_data(*display_bundle(png, description))
     else:
-        figures.append((fig, png))
+        figures.append((fig, png, description))
 
 
 class Explorer(widgets.VBox):
@@ -60,9 +57,10 @@ class Explorer(widgets.VBox):
     values by printing text and calling :func:`show` for figures, and returns a result.
 
     Attributes after each draw: ``result`` (what ``draw`` returned), ``text`` (what it
-    printed), ``figures`` (the matplotlib Figures it showed, already closed) and ``images``
-    (the same as PNG bytes), ``draws`` (how many draws have run); ``controls`` maps each keyword
-    of ``draw`` to its control and ``kwargs`` holds their current values. A failing redraw
+    printed), ``figures`` (the matplotlib Figures it showed, already closed), ``images``
+    (the same as PNG bytes) and ``descriptions`` (their alt texts), ``draws`` (how many draws
+    have run); ``controls`` maps each keyword of ``draw`` to its control and ``kwargs`` holds
+    their current values. A failing redraw
     shows its error in the output area (and in ``text``) instead of leaving a stale figure.
     """
 
@@ -79,6 +77,7 @@ class Explorer(widgets.VBox):
         self.text = ""
         self.figures: list = []
         self.images: list[bytes] = []
+        self.descriptions: list[str] = []
         self.draws = 0
         self.update()
         for control in self.controls.values():
@@ -99,7 +98,9 @@ class Explorer(widgets.VBox):
         finally:
             _FIGURES.reset(token)
         self.text = printed.getvalue()
-        self.figures, self.images = [fig for fig, _ in shown], [png for _, png in shown]
+        self.figures = [fig for fig, _, _ in shown]
+        self.images = [png for _, png, _ in shown]
+        self.descriptions = [description for _, _, description in shown]
         self.draws += 1
         self.out.outputs = tuple(self._outputs())
 
@@ -107,7 +108,7 @@ class Explorer(widgets.VBox):
         try:
             self.update()
         except Exception as error:  # noqa: BLE001 - shown to the reader, not swallowed
-            self.result, self.figures, self.images = None, [], []
+            self.result, self.figures, self.images, self.descriptions = None, [], [], []
             self.text = f"{type(error).__name__}: {error}\n"
             self.out.outputs = ({"output_type": "stream", "name": "stderr", "text": self.text},)
 
@@ -115,10 +116,9 @@ class Explorer(widgets.VBox):
         outputs = []
         if self.text:
             outputs.append({"output_type": "stream", "name": "stdout", "text": self.text})
-        for png in self.images:
-            outputs.append({"output_type": "display_data", "metadata": {},
-                            "data": {"image/png": base64.b64encode(png).decode("ascii"),
-                                     "text/plain": "<Figure>"}})
+        for png, description in zip(self.images, self.descriptions):
+            data, metadata = display_bundle(png, description)
+            outputs.append({"output_type": "display_data", "metadata": metadata, "data": data})
         return outputs
 
     # -- display: the live widget, with its static view beside it ---------------------------
@@ -126,9 +126,8 @@ class Explorer(widgets.VBox):
         """The current state as plain HTML: the settings, the printed text and the figures."""
         settings = ", ".join(f"{getattr(c, 'description', name) or name} = {_shown(c.value)}"
                              for name, c in self.controls.items())
-        figures = "".join(f'<img src="data:image/png;base64,{base64.b64encode(png).decode()}" '
-                          f'alt="figure for {html.escape(settings)}" style="max-width:100%">'
-                          for png in self.images)
+        figures = "".join(image_html(png, description)
+                          for png, description in zip(self.images, self.descriptions))
         text = f"<pre>{html.escape(self.text)}</pre>" if self.text else ""
         note = (f"Static view at {html.escape(settings)}. Run the notebook (Binder, Colab or "
                 "locally) to move the controls.")

@@ -9,6 +9,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from ..plots import plot_ci_funnel, plot_latency_log
+from ..plots.describe import DescribedFigure, described
+from ..plots.latency import ci_funnel_words, latency_words
 from ..timing import LatencyStats
 from ..units import format_seconds
 from .explorer import Explorer, show
@@ -50,11 +52,13 @@ def latency_ci_explorer(samples: Sequence[float], *, name: str = "") -> Explorer
         print(f"first {n} of {values.size} samples: median {format_seconds(here.median)}, "
               f"95% CI [{format_seconds(low)}, {format_seconds(high)}], width {width} of "
               "the median")
-        fig, (left, right) = plt.subplots(1, 2, figsize=(11.0, 3.8))
+        fig, (left, right) = plt.subplots(1, 2, figsize=(11.0, 3.8), FigureClass=DescribedFigure)
         plot_latency_log(here, ax=left)
         plot_ci_funnel(right, sizes, stats, n)
         fig.tight_layout()
-        show(fig)
+        logarithmic = left.get_xscale() == "log"    # linear when a sample is 0 s
+        show(described(fig, "Two panels. Left:", latency_words(here, log=logarithmic),
+                       "Right:", ci_funnel_words(sizes, stats, n)))
         return here
 
     return Explorer(draw, n=widgets.SelectionSlider(

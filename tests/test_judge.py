@@ -1,0 +1,123 @@
+"""The judge (autograder/judge.py) against a real kernel: test cells run in the grader, the
+kernel only answers with plain values, and nothing it does can decide a verdict.
+
+One ipykernel is started for the module (no sandbox: the protocol is what is tested here; the
+sandboxed path is graded end to end in tests/test_grading_forgery.py)."""
+
+from __future__ import annotations
+
+import pytest
+from jupyter_client.manager import start_new_kernel
+
+from autograder.judge import DEFAULT_PRELUDE, Judge, KernelError, _parse
+from tinyprof.remote import MIME
+
+PRELUDE = DEFAULT_PRELUDE + "\nfrom tinyprof.testing import reference_unavailable"
+
+
+class Kernel:
+    """A real kernel and the ``send`` a Judge needs: run one line, return the answer's text."""
+
+    def __init__(self):
+        self.manager, self.client = start_new_kernel(kernel_name="python3")
+
+    def run(self, code: str) -> list[dict]:
+        msg_id = self.client.execute(code, store_history=False)
+        outputs = []
+        while True:
+            msg = self.client.get_iopub_msg(timeout=30)
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                return outputs
+            outputs.append(msg)
+
+    def send(self, code: str, cleanup: bool = False) -> str | None:
+        answers = [m["content"]["data"][MIME] for m in self.run(code)
+                   if m["msg_type"] == "display_data" and MIME in m["content"]["data"]]
+        return answers[-1] if answers else None
+
+    def stop(self):
+        self.client.stop_channels()
+        self.manager.shutdown_kernel(now=True)
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    running = Kernel()
+    running.run("import numpy as np\nimport tinyprof as tp\n"
+                "def linear_params(i, o, bias=True):\n    return i * o + (o if bias else 0)\n")
+    yield running
+    running.stop()
+
+
+def judge(kernel: Kernel, source: str):
+    return Judge(kernel.send).run(source, PRELUDE, label="test")
+
+
+def test_a_right_answer_passes_and_a_wrong_one_fails_with_the_hint(kernel):
+    assert judge(kernel, "expect(linear_params(128, 64), 8256, 'Linear(128, 64)')").passed
+    verdict = judge(kernel, "expect(linear_params(128, 64, bias=False), 8000, 'no bias',\n"
+                            "       hints={8192: 'a hint'})")
+    assert (verdict.passed, verdict.ename) == (False, "AssertionError")
+    assert verdict.message == "no bias: expected 8,000, got 8,192. a hint"
+
+
+def test_a_kernel_that_patches_isclose_decides_nothing(kernel):
+    kernel.run("import math\nmath.isclose = lambda *a, **k: True\n"
+               "def wrong(*a, **k):\n    return 1\n")
+    verdict = judge(kernel, "expect(wrong(128, 64), 8256, 'Linear(128, 64)')")
+    assert not verdict.passed and "got 1" in verdict.message
+
+
+def test_an_object_equal_to_everything_has_no_value_here(kernel):
+    kernel.run("class Eq(float):\n    __eq__ = lambda s, o: True\n    __hash__ = float.__hash__\n"
+               "def sly(*a):\n    return Eq(1)\n")
+    verdict = judge(kernel, "expect(sly(1), 8256, 'sly')")
+    assert not verdict.passed and "in the student's kernel" in verdict.message
+
+
+def test_the_students_exception_arrives_as_its_class_with_the_graders_words(kernel):
+    kernel.run("def leaky(*a):\n    raise ValueError('SECRET ' + repr(a))\n")
+    verdict = judge(kernel, "try:\n    leaky(12345)\nexcept ValueError:\n    pass\n"
+                            "leaky(678)")
+    assert (verdict.ename, verdict.message) == ("ValueError", "leaky raised ValueError")
+    assert "SECRET" not in verdict.message and "678" not in verdict.message
+
+
+def test_arrays_come_back_as_arrays_and_arguments_get_the_calls_changes(kernel):
+    kernel.run("def double(a):\n    a *= 2\n    return a.sum()\n"
+               "def grow(items):\n    items.append(3)\n    return len(items)\n")
+    verdict = judge(kernel, "import numpy as np\nx = np.arange(4.0)\ns = double(x)\n"
+                            "expect(float(s), 12.0, 'sum')\nexpect(list(x), [0, 2, 4, 6], 'x')\n"
+                            "items = [1, 2]\nexpect(grow(items), 3, 'len')\n"
+                            "expect(items, [1, 2, 3], 'items')")
+    assert verdict.passed, verdict.message
+
+
+def test_tinyprof_is_switched_off_in_the_kernel_inside_the_block_only(kernel):
+    kernel.run("def delegate(i, o):\n    return tp.count_parameters(tp.nn.Linear(i, o))\n"
+               "def private(*a):\n    return tp.abtest._timed_rounds\n")
+    inside = judge(kernel, "with reference_unavailable():\n    delegate(2, 3)")
+    assert inside.ename == "ReferenceUnavailable"
+    assert inside.message.startswith("building a tinyprof.nn.Linear is switched off")
+    assert judge(kernel, "expect(delegate(2, 3), 9, 'after the block')").passed
+    private = judge(kernel, "with reference_unavailable():\n    f = private()\n    f()")
+    assert private.ename == "ReferenceUnavailable", private.message
+
+
+def test_a_kernel_that_stops_answering_fails_the_test_and_is_reported(kernel):
+    silent = Judge(lambda code, cleanup=False: None).run(
+        "expect(linear_params(1, 1), 2, 'x')", PRELUDE, label="test")
+    assert (silent.passed, silent.ename) == (False, "KernelError")
+    assert silent.review and "no answer" in silent.review[0]
+
+
+@pytest.mark.parametrize("text", [
+    "not json", "[1, 2]", '{"value": {"pickle": "gASV"}}', '{"value": {"ndarray": "AAAA"}}',
+    '{"value": ' + "[" * 5000 + "]" * 5000 + "}", "x" * 9_000_000])
+def test_malformed_answers_are_refused_without_unpickling(text):
+    judge_ = Judge(lambda code, cleanup=False: text)
+    with pytest.raises(KernelError):
+        answer = _parse(text, "f")
+        judge_._decode(answer["value"], "f")

@@ -1,0 +1,70 @@
+"""Resources per kernel (autograder/resources.py): a control group holds all of a kernel's
+processes together, its CPU time is measured, and without groups the grader says so."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from autograder import resources
+from autograder.report import GradeRow, summary
+
+SPIN = "import time\nend = time.process_time() + {s}\nwhile time.process_time() < end: pass\n"
+
+
+def test_cpu_time_of_a_process_tree_counts_its_children():
+    """A parent that waited for a child spinning 0.6 s of CPU: the child's time is in the
+    parent's (cutime), read from /proc while the parent still runs."""
+    parent = subprocess.Popen([sys.executable, "-c",
+                               "import subprocess, sys, time\n"
+                               f"subprocess.run([sys.executable, '-c', {SPIN.format(s=0.6)!r}])\n"
+                               "time.sleep(5)"])
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and resources.tree_cpu_seconds(parent.pid) < 0.6:
+            time.sleep(0.1)
+        assert 0.6 <= resources.tree_cpu_seconds(parent.pid) < 5
+    finally:
+        parent.kill()
+        parent.wait()
+
+
+def test_without_control_groups_the_summary_warns(monkeypatch, tmp_path):
+    monkeypatch.setattr(resources, "backend", lambda: None)
+    assert resources.describe().startswith("WARNING: per-process rlimits only")
+    row = GradeRow("ada", "01_parameters", sandbox="bubblewrap; " + resources.describe())
+    assert "WARNING: kernels' memory, processes and CPU were held per process only" in \
+        summary([row], [], tmp_path)
+
+
+@pytest.mark.skipif(resources.backend() is None, reason="no writable control groups (root)")
+def test_a_group_holds_memory_of_all_its_processes_and_kills_them_when_removed():
+    group = resources.create(memory_mb=200, processes=16)
+    code = ("import os, time\n"
+            "for _ in range(4):\n"
+            "    if os.fork() == 0:\n"
+            "        block = bytearray(80 * 2**20)\n"
+            "        for i in range(0, len(block), 4096): block[i] = 1\n"
+            "        time.sleep(30); os._exit(0)\n"
+            "time.sleep(30)\n")
+    launcher = os.path.join(os.path.dirname(resources.__file__), "launcher.py")
+    process = subprocess.Popen([sys.executable, "-S", launcher,
+                                *(a for f in group.procs_files for a in ("--cgroup", str(f))),
+                                "--", sys.executable, "-c", code])
+    try:
+        time.sleep(4)
+        peak = group.memory_peak_bytes()
+        assert peak is not None and peak <= 200 * 2**20, peak      # 4 × 80 MB did not fit
+        assert group.cpu_seconds() > 0
+        members = group.pids()
+        assert process.pid in members or process.poll() is not None
+    finally:
+        group.remove()
+        process.wait(timeout=30)
+    assert not any(folder.exists() for folder in group.folders)
+    for pid in members:
+        assert not resources.running(pid), f"process {pid} outlived its group"
