@@ -32,15 +32,24 @@ from .home import point_at, read_home
 from .release import MARKERS, release
 
 #: Packages a student needs to run every chapter (Binder installs these; versions as the
-#: course's own requirements.txt). The digits of chapter 6 ship inside tinyprof.
+#: course's own requirements.txt). The digits of chapter 6 ship inside tinyprof. Chapter 7 runs
+#: a torch.nn model, so torch is here too (Colab has it already; tinyprof itself never needs
+#: it: it is the optional extra tinyprof[torch]).
 STUDENT_PACKAGES = ("numpy>=1.23", "matplotlib>=3.5", "ipywidgets>=7.7", "ipykernel>=6",
-                    "jupyterlab>=4,<5")
+                    "jupyterlab>=4,<5", "torch==2.13.0")
+#: Where pip finds torch's CPU-only build. On Linux the torch wheel on PyPI depends on several
+#: GB of CUDA libraries that Binder, which has no GPU, would download and store on every build;
+#: the CPU build of the same version (2.13.0+cpu, which ``torch==2.13.0`` admits and pip
+#: prefers) is about 200 MB. Named in the student requirements only: this repository's
+#: machines install torch from their own wheel cache.
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 #: Packages only instructors and developers need: never in the published environment.
 INSTRUCTOR_PACKAGES = ("jupyter-book", "nbgrader", "nbval", "pytest", "ruff", "nbclient")
 INSTRUCTOR_PAGE = "book/instructors"
-#: Files the chapters write next to themselves (05: a Chrome trace; 06: its benchmark records
-#: and report); the student repository's git ignores them, as this repository's does.
-CHAPTER_OUTPUTS = ("gpt_step_trace.json", "baseline.json", "current.json", "benchmark_report.md")
+#: Files the chapters write next to themselves (05 and 07: a Chrome trace; 06: its benchmark
+#: records and report); the student repository's git ignores them, as this repository's does.
+CHAPTER_OUTPUTS = ("gpt_step_trace.json", "baseline.json", "current.json", "benchmark_report.md",
+                   "gpt_torch_trace.json")
 #: What git ignores in the student repository: environments, caches, builds, chapter outputs.
 STUDENT_GITIGNORE = (".venv/", "__pycache__/", "*.egg-info/", ".ipynb_checkpoints/", "build/",
                      "dist/", "_build/") + CHAPTER_OUTPUTS
@@ -108,6 +117,8 @@ def _write_generated(out: Path, root: Path) -> list[Path]:
     instructors' page, and book pages without links to it."""
     files = {
         "requirements.txt": "# What a student needs to run the chapters (Binder installs this).\n"
+                            "# torch: the CPU build, from its own index (no GPU on Binder).\n"
+                            f"--extra-index-url {TORCH_CPU_INDEX}\n"
                             + "\n".join((".",) + STUDENT_PACKAGES) + "\n",
         "book/requirements.txt": "# To build the course site from this repository.\n"
                                  "-r ../requirements.txt\njupyter-book>=1.0.4,<2\n",

@@ -1,13 +1,16 @@
 """The library's layers: every import inside tinyprof/ points down, and nothing imports in a
 cycle. A module may import modules of its own layer or of the layers below it, never above.
 
-    base       units, table, ops, amdahl, datasets        numbers, formatting, pure formulas
+    base       units, table, ops, amdahl, datasets,       numbers, formatting, pure formulas;
+               pytorch.dispatch                           "is this torch?" without torch
     nn         nn.*, optim                                 layers with forward and backward
     models     models, training, variants                 the model zoo and what runs it
     analysis   params, shapes, flops, memory              counted or predicted by shape
+               (and the torch wing's params, flops, memory)
     measuring  timing, roofline, layer_profiler,          measured on this machine
                bottlenecks, scaling, abtest, suite,
-               regression, classic
+               regression, classic, pytorch (the rest of
+               the wing for torch modules)
     present    plots, widgets, reports                    figures, explorers, reports
     facade     profiler, tinyprof, testing                one object over all of it
 """
@@ -23,12 +26,13 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "tinyprof"
 LAYERS = [
-    ("base", {"units", "table", "ops", "amdahl", "datasets"}),
+    ("base", {"units", "table", "ops", "amdahl", "datasets", "pytorch.dispatch"}),
     ("nn", {"nn", "optim"}),
     ("models", {"models", "training", "variants"}),
-    ("analysis", {"params", "shapes", "flops", "memory"}),
+    ("analysis", {"params", "shapes", "flops", "memory", "pytorch.params", "pytorch.flops",
+                  "pytorch.memory"}),
     ("measuring", {"timing", "roofline", "layer_profiler", "bottlenecks", "scaling", "abtest",
-                   "suite", "regression", "classic"}),
+                   "suite", "regression", "classic", "pytorch"}),
     ("present", {"plots", "widgets", "reports"}),
     ("facade", {"profiler", "", "testing", "remote"}),
 ]
@@ -65,8 +69,12 @@ GRAPH = {module_name(p): imports_of(p) for p in sorted(PACKAGE.rglob("*.py"))}
 
 
 def top(module: str) -> str:
+    """The module's entry in RANK: its top-level name, or its dotted name below tinyprof when
+    it has a layer of its own (the torch wing's modules sit in the layers of their numpy
+    counterparts)."""
     parts = module.split(".")
-    return parts[1] if len(parts) > 1 else ""
+    own = ".".join(parts[1:])
+    return own if own in RANK else parts[1] if len(parts) > 1 else ""
 
 
 def test_every_module_has_a_layer():
@@ -115,3 +123,16 @@ def test_import_tinyprof_stays_light():
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True).stdout.strip()
     assert loaded == "[]"
+
+
+def test_the_torch_wing_and_its_dispatch_never_import_torch():
+    """``import tinyprof``, a numpy count and ``import tinyprof.pytorch`` leave torch unloaded:
+    only the wing's modules that need torch import it, when a torch module is handed in."""
+    code = ("import sys, tinyprof as tp\n"
+            "assert tp.pytorch.dispatch.is_torch_module(tp) is False\n"
+            "from tinyprof import models\n"
+            "tp.count_parameters(models.mlp()); tp.count_flops(models.mlp(), (1, 784))\n"
+            "print('torch' in sys.modules)")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    assert loaded == "False"

@@ -19,6 +19,7 @@ from autograder.home import read_home
 from autograder.publish import (
     CHAPTER_OUTPUTS,
     INSTRUCTOR_PACKAGES,
+    TORCH_CPU_INDEX,
     PublishLeakError,
     check_no_leaks,
     publish,
@@ -61,6 +62,12 @@ def test_binder_gets_a_lean_environment(published):
         assert needed in requirements
     # the digits ship inside tinyprof: scikit-learn and its scipy are not needed
     assert "scikit-learn" not in requirements and "scipy" not in requirements
+    # chapter 07's torch: the course's exact pin, from the CPU build's index (Binder has no GPU)
+    lines = requirements.splitlines()
+    pinned = [line for line in (REPO / "requirements.txt").read_text().splitlines()
+              if line.startswith("torch")]
+    assert pinned == ["torch==2.13.0"] and pinned[0] in lines
+    assert f"--extra-index-url {TORCH_CPU_INDEX}" in lines
     assert (published / "runtime.txt").read_text().strip().startswith("python-3.")
     readme = (published / "README.md").read_text()
     chapters = list(REPO.glob("notebooks/*/*.ipynb"))
@@ -177,6 +184,7 @@ def test_git_in_the_student_repository_ignores_builds_and_what_chapters_write(pu
                "notebooks/05_bottlenecks/gpt_step_trace.json",
                "notebooks/06_benchmarking/baseline.json", "notebooks/06_benchmarking/current.json",
                "notebooks/06_benchmarking/benchmark_report.md",
+               "notebooks/07_pytorch/gpt_torch_trace.json",
                "notebooks/01_parameters/.ipynb_checkpoints/parameters-checkpoint.ipynb"]
     for name in written:
         (repo / name).parent.mkdir(parents=True, exist_ok=True)

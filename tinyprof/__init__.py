@@ -44,9 +44,9 @@ _EXPORTS = {
 #: Submodules reachable as attributes (``tp.nn``, ``tp.roofline``, ``tp.widgets``, ...).
 _SUBMODULES = frozenset({
     "abtest", "amdahl", "bottlenecks", "classic", "datasets", "flops", "layer_profiler",
-    "memory", "models", "nn", "ops", "optim", "params", "plots", "profiler", "regression",
-    "reports", "roofline", "scaling", "shapes", "suite", "table", "timing", "training", "units",
-    "variants", "widgets",
+    "memory", "models", "nn", "ops", "optim", "params", "plots", "profiler", "pytorch",
+    "regression", "reports", "roofline", "scaling", "shapes", "suite", "table", "timing",
+    "training", "units", "variants", "widgets",
 })
 #: What ``import tinyprof`` used to load with the package: loaded together by _load_all.
 _EAGER_SUBMODULES = ("flops", "memory", "models", "nn", "ops", "optim", "scaling", "shapes",

@@ -33,6 +33,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from .pytorch.dispatch import synchronized
 from .timing import LatencyStats, bootstrap_medians, callable_name, collect_context
 from .timing.harness import MIN_BLOCK_SECONDS, calibrate_loops, make_block
 from .units import format_seconds
@@ -268,7 +269,8 @@ def ab_test(baseline: Callable, candidate: Callable, *args: Any, rounds: int = 3
     interleaved rounds (random order in each, ``seed``) after ``warmup`` calls each, with the
     calls per block calibrated to ≥ 200 µs (``loops=None``) or fixed at ``loops`` ≥ 1, and the
     garbage collector off, and compare them (:class:`ABResult`). ``interleave=False`` times
-    all rounds of the baseline first: only for showing why not to.
+    all rounds of the baseline first: only for showing why not to. Torch callables on a GPU
+    wait for the device at the end of each call (:func:`tinyprof.pytorch.synchronized`).
 
     Raises TypeError for non-callables or non-integer counts, ValueError for ``rounds`` < 1,
     ``warmup`` < 0, ``loops`` < 1, a negative ``noise_band`` or ``alpha`` outside (0, 1), and
@@ -277,6 +279,7 @@ def ab_test(baseline: Callable, candidate: Callable, *args: Any, rounds: int = 3
         raise TypeError("ab_test compares two callables: ab_test(baseline, candidate, *args), "
                         f"got {type(baseline).__name__} and {type(candidate).__name__}")
     check_settings(noise_band, alpha)
+    baseline, candidate = synchronized(baseline, *args), synchronized(candidate, *args)
     stats = measure_interleaved([("baseline", baseline), ("candidate", candidate)], args, kwargs,
                                 rounds=rounds, warmup=warmup, loops=loops,
                                 interleave=interleave, seed=seed)

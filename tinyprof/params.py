@@ -7,6 +7,7 @@ from typing import Callable
 import numpy as np
 
 from .nn.module import Module
+from .pytorch.dispatch import is_torch_module
 from .table import Table
 from .units import format_bytes
 
@@ -20,8 +21,13 @@ def count_parameters(model: Module) -> int:
     plain numpy array is state, not a parameter; private (``_``) attributes are not walked; a
     module hidden deeper (a list inside a dict) is refused with a TypeError, never skipped.
     Exact Python integers, so even a 2³²×2³² shape-only Linear counts right. Works on
-    ``shape_only=True`` models (it reads shapes, never data).
+    ``shape_only=True`` models (it reads shapes, never data). A ``torch.nn.Module`` is counted
+    by :func:`tinyprof.pytorch.count_parameters` (torch is never imported for a numpy model).
     """
+    if is_torch_module(model):
+        from .pytorch.params import count_parameters as count_torch
+
+        return count_torch(model)
     _require_model("count_parameters", model)
     return sum(param.size for param in model.parameters())
 
@@ -46,8 +52,13 @@ def parameter_table(model: Module, dtype=None) -> Table:
     """One row per layer that owns parameters: name, type, shapes, parameters, bytes.
 
     A parameter shared with an earlier layer (a tied weight) is listed as ``tied`` and counted
-    only where it first appears, so the total equals :func:`count_parameters`.
+    only where it first appears, so the total equals :func:`count_parameters`. A
+    ``torch.nn.Module`` gets :func:`tinyprof.pytorch.parameter_table` (trainable and frozen).
     """
+    if is_torch_module(model):
+        from .pytorch.params import parameter_table as torch_table
+
+        return torch_table(model, dtype)
     if not isinstance(model, Module):
         raise TypeError(f"parameter_table needs a model (a tinyprof Module), got "
                         f"{type(model).__name__}")

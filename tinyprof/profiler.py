@@ -10,6 +10,7 @@ Memory is reported in MB = 10⁶ bytes, time in milliseconds.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -22,6 +23,7 @@ from .models import random_input
 from .nn.module import Module
 from .nn.state import KeptState
 from .params import count_parameters, parameter_bytes
+from .pytorch.dispatch import torch_loaded
 from .roofline import machine_peaks
 from .table import Table
 from .timing import measure_latency
@@ -55,18 +57,31 @@ class Profiler:
     ``with Profiler() as prof: model(x); model.backward(grad)`` records each layer's forward and
     backward calls; then ``prof.print_top_operations(n)``, ``prof.top_operations(n)`` and
     ``prof.export_chrome_trace(path)``. The first ``warmup`` calls of each layer and phase are
-    left out of the table (and marked in the trace).
+    left out of the table (and marked in the trace). When torch has been imported, every
+    ``torch.nn.Module`` call, its backward and every ``torch.optim`` step in the block are
+    recorded too (:mod:`tinyprof.pytorch.profiler`), into the same table and trace.
     """
 
     def __init__(self, warmup: int = 0):
         self.layers = LayerProfiler(warmup)
+        self._torch = None
 
     def __enter__(self) -> "Profiler":
         self.layers.__enter__()
+        if torch_loaded():   # torch modules too: forward, backward and optimizer steps
+            from .pytorch.profiler import TorchRecorder
+
+            self._torch = TorchRecorder(self.layers.warmup).start()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        recorded = self._torch.stop() if self._torch is not None else []
         self.layers.__exit__(*exc_info)
+        if recorded:
+            offset = len(self.layers.calls)
+            self.layers.calls.extend(
+                replace(call, parent=None if call.parent is None else call.parent + offset)
+                for call in recorded)
 
     def top_operations(self, n: int = 10) -> Table:
         """The n (layer, phase) rows with the most self time (see LayerProfiler)."""

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..nn.module import Module
+from ..pytorch.dispatch import is_torch_module
 from ..shapes import ROOT_NAME, Node, trace_shapes
 from ..table import Table
 from ..units import format_si
@@ -88,8 +89,13 @@ def count_flops(model: Module, input_shape: Sequence[int], backward: bool = Fals
     weight gradients). Elementwise work is left out; :func:`flop_report` lists it.
 
     Counts by shape only, so ``shape_only=True`` models work. For a GPT, ``input_shape`` is
-    (batch, seq) of token ids. Linear(128, 64) on (1, 128): 16,384.
+    (batch, seq) of token ids. Linear(128, 64) on (1, 128): 16,384. A ``torch.nn.Module`` is
+    counted by :func:`tinyprof.pytorch.count_flops` on a traced forward pass.
     """
+    if is_torch_module(model):
+        from ..pytorch.flops import count_flops as count_torch
+
+        return count_torch(model, input_shape, backward)
     rows = flops_by_layer(model, input_shape, backward=backward,
                           skip_first_input_grad=skip_first_input_grad)
     return sum(row.backward if backward else row.matmul for row in rows)
@@ -102,8 +108,13 @@ def flop_report(model: Module, input_shape: Sequence[int], backward: bool = Fals
     Forward columns: name, type, output shape, flops (matmul), macs, elementwise, % flops.
     Backward columns: name, type, output shape, grad input, grad weight, flops, % flops.
     Attention rows (type MultiHeadAttention) hold Q·Kᵀ + A·V; their projections are Linear rows
-    of their own, so each sub-total is a sum over rows.
+    of their own, so each sub-total is a sum over rows. A ``torch.nn.Module`` gets
+    :func:`tinyprof.pytorch.flop_report`.
     """
+    if is_torch_module(model):
+        from ..pytorch.flops import flop_report as torch_report
+
+        return torch_report(model, input_shape, backward)
     rows = flops_by_layer(model, input_shape, backward=backward,
                           skip_first_input_grad=skip_first_input_grad)
     total = sum(row.backward if backward else row.matmul for row in rows)

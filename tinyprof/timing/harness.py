@@ -27,6 +27,7 @@ import numbers
 import time
 from typing import Any, Callable
 
+from ..pytorch.dispatch import synchronized
 from .context import collect_context
 from .stats import PERF_COUNTER_RESOLUTION, LatencyStats
 
@@ -153,7 +154,7 @@ def measure_latency(fn: Callable, *args: Any, warmup: int = 10, iterations: int 
     name = callable_name(fn)
     context = collect_context()
     tracing = tracemalloc.is_tracing()
-    block = make_block(fn, args, kwargs)
+    block = make_block(synchronized(fn, *args), args, kwargs)   # GPU torch: wait for the device
     _run_phase("warm-up", name, lambda: block(warmup))
     overhead = timer_overhead()
     gc_was_enabled = gc.isenabled()

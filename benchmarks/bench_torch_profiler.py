@@ -1,0 +1,170 @@
+"""tinyprof's profiler against torch.profiler on chapter 07's training step: overhead and coverage.
+
+The model is chapter 07's small GPT (the same class and configuration as the notebook builds: 2
+blocks, d_model 128, 4 heads, vocabulary 512, 8 sequences of 128 tokens, AdamW, one thread).
+Each round times STEPS training steps (forward, loss, backward, optimizer step) three ways, in
+a random order: bare, inside ``with tp.Profiler()``, and inside ``torch.profiler.profile`` (CPU
+activity, its defaults). The profiled steps are timed *inside* their already-open block, so
+entering and leaving a profiler (for torch.profiler, starting Kineto) is not charged to them.
+
+- **overhead** = median over rounds of (profiled steps / bare steps of the same round) − 1;
+- **coverage** = the share of the profiled step's wall time that the profiler attributes to
+  something it recorded: for tinyprof, Σ self time of every module call, backward segment and
+  optimizer step / wall time (``prof.layers.coverage``); for torch.profiler, Σ self CPU time of
+  every recorded event / wall time (its events are operators, not modules, and its per-module
+  view stops at the forward).
+
+Run: ``python benchmarks/bench_torch_profiler.py [ROUNDS]`` (``--quick``: 5 rounds).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("KINETO_LOG_LEVEL", "6")   # torch.profiler: no log line per start and stop
+
+import torch  # noqa: E402 - after the logging setting, which torch reads when it loads
+import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
+
+import tinyprof as tp  # noqa: E402
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, d_model: int, n_head: int):
+        super().__init__()
+        self.qkv, self.proj = nn.Linear(d_model, 3 * d_model), nn.Linear(d_model, d_model)
+        self.n_head = n_head
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q, k, v = (t.view(b, s, self.n_head, d // self.n_head).transpose(1, 2)
+                   for t in self.qkv(x).split(d, dim=-1))
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.proj(out.transpose(1, 2).reshape(b, s, d))
+
+
+class Block(nn.Module):
+    def __init__(self, d_model: int, n_head: int):
+        super().__init__()
+        self.ln_1, self.attn = nn.LayerNorm(d_model), CausalSelfAttention(d_model, n_head)
+        self.ln_2 = nn.LayerNorm(d_model)
+        self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(),
+                                 nn.Linear(4 * d_model, d_model))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab: int = 512, seq_len: int = 128, d_model: int = 128,
+                 n_head: int = 4, n_layer: int = 2):
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(vocab, d_model), nn.Embedding(seq_len, d_model)
+        self.blocks = nn.ModuleList(Block(d_model, n_head) for _ in range(n_layer))
+        self.ln_f = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, vocab, bias=False)
+        self.head.weight = self.wte.weight
+        self.apply(self.init_weights)
+
+    @staticmethod
+    def init_weights(module):
+        """GPT-2's initialisation: weights N(0, 0.02²), biases 0."""
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def forward(self, ids):
+        x = self.wte(ids) + self.wpe(torch.arange(ids.shape[1], device=ids.device))
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln_f(x))
+
+
+def training_step():
+    torch.manual_seed(0)
+    model = GPT()
+    loss_fn = nn.CrossEntropyLoss()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    ids = torch.randint(0, 512, (8, 128))
+    targets = torch.randint(0, 512, (8, 128))
+
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        loss_fn(model(ids).flatten(0, 1), targets.flatten()).backward()
+        optimizer.step()
+    return step
+
+
+STEPS = 3
+
+
+def timed(step) -> float:
+    start = time.perf_counter()
+    for _ in range(STEPS):
+        step()
+    return time.perf_counter() - start
+
+
+def with_tinyprof(step) -> tuple[float, float]:
+    with tp.Profiler() as prof:
+        seconds = timed(step)
+    return seconds, prof.layers.coverage
+
+
+def with_torch_profiler(step) -> tuple[float, float]:
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        seconds = timed(step)
+    covered = sum(event.self_cpu_time_total for event in prof.key_averages()) * 1e-6
+    return seconds, covered / seconds
+
+
+def main(rounds: int = 30) -> None:
+    torch.set_num_threads(1)
+    step = training_step()
+    for _ in range(3):
+        step()
+    with_tinyprof(step)
+    with_torch_profiler(step)
+    ratios: dict[str, list[float]] = {"tinyprof": [], "torch.profiler": []}
+    coverage: dict[str, list[float]] = {"tinyprof": [], "torch.profiler": []}
+    bares = []
+    order = [0, 1, 2]
+    rng = __import__("random").Random(0)
+    for _ in range(rounds):
+        rng.shuffle(order)
+        times = {}
+        for which in order:
+            if which == 0:
+                times["bare"] = timed(step)
+            elif which == 1:
+                times["tinyprof"], cover = with_tinyprof(step)
+                coverage["tinyprof"].append(cover)
+            else:
+                times["torch.profiler"], cover = with_torch_profiler(step)
+                coverage["torch.profiler"].append(cover)
+        bares.append(times["bare"])
+        for name in ratios:
+            ratios[name].append(times[name] / times["bare"])
+    print(f"chapter 07's GPT training step: {statistics.median(bares) / STEPS * 1e3:.1f} ms bare "
+          f"(median), {rounds} rounds of {STEPS} steps, {torch.get_num_threads()} thread, torch "
+          f"{torch.__version__}")
+    print(f"{'profiler':>15}  {'overhead':>9}  {'coverage':>9}")
+    for name in ratios:
+        print(f"{name:>15}  {statistics.median(ratios[name]) - 1:>+9.1%}  "
+              f"{statistics.median(coverage[name]):>9.1%}")
+    print("goal for tinyprof: overhead ≤ +5.0 %, coverage ≥ 90 %")
+    assert not math.isnan(statistics.median(bares))
+
+
+if __name__ == "__main__":
+    arguments = [a for a in sys.argv[1:] if a != "--quick"]
+    main(5 if "--quick" in sys.argv[1:] else int(arguments[0]) if arguments else 30)

@@ -1,0 +1,58 @@
+"""tinyprof on PyTorch modules (``pip install "tinyprof[torch]"``): the course's measurements on a
+``torch.nn.Module``, each one checked against torch's own tools in the tests and in chapter 07.
+
+* :func:`count_parameters`, :func:`parameter_counts`, :func:`parameter_table` — each tensor once
+  (tied weights once), trainable and frozen apart (``tp.count_parameters(module)`` and
+  ``tp.parameter_table(module)`` dispatch here);
+* :func:`count_flops`, :func:`flops_by_module`, :func:`flop_report` — tinyprof's own formulas on
+  the shapes of one traced forward pass, forward or backward; :func:`register_flops` and
+  :func:`register_function_flops` for your own module types and functions
+  (``tp.count_flops(module, shape)`` dispatches here);
+* :func:`training_memory` — parameters, gradients, optimizer state and activations of one real
+  training step, measured beside the formulas, the method stated;
+* ``with tp.Profiler() as prof`` records every module's forward *and* backward (see
+  :mod:`tinyprof.pytorch.profiler`); :func:`place_modules` puts each module on the measured
+  roofline;
+* :func:`synchronized` and :func:`cuda_event_seconds` — timing that stays right when a module
+  runs on a GPU; ``tp.measure_latency`` and ``tp.ab_test`` take torch callables and wait for
+  the device when one is involved (asynchronous launches are waited for).
+
+``import tinyprof`` and ``import tinyprof.pytorch`` never import torch: each name below is
+imported from its module the first time it is used, and only those modules import torch.
+"""
+
+import importlib
+
+_EXPORTS = {
+    **dict.fromkeys(("count_parameters", "parameter_counts", "parameter_table"), "params"),
+    **dict.fromkeys(("Call", "ModuleFlops", "MissingFlopFormulaError", "count_flops",
+                     "example_input", "flop_report", "flops_by_module", "register_flops",
+                     "register_function_flops"), "flops"),
+    **dict.fromkeys(("activation_table", "training_memory"), "memory"),
+    "TorchRecorder": "profiler",
+    **dict.fromkeys(("module_work", "place_modules"), "roofline"),
+    "cuda_event_seconds": "timing",
+    **dict.fromkeys(("is_torch_module", "synchronized", "torch_loaded", "uses_cuda"),
+                    "dispatch"),
+}
+
+_SUBMODULES = frozenset({"dispatch", "flops", "memory", "params", "profiler", "roofline",
+                         "timing"})
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    home = _EXPORTS.get(name)
+    if name in _SUBMODULES:
+        value = importlib.import_module(f".{name}", __name__)
+    elif home is None:
+        raise AttributeError(f"module 'tinyprof.pytorch' has no attribute {name!r}")
+    else:
+        value = getattr(importlib.import_module(f".{home}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS) | _SUBMODULES)

@@ -1,0 +1,381 @@
+"""Training memory of a torch module by component, measured on one real step beside the formulas.
+
+Method. On a CPU torch allocates through its own allocator, which tracemalloc (what tinyprof
+uses for numpy) does not see; so each component is measured as the bytes of the tensors that
+hold it, every storage counted once (``untyped_storage()``: two views of one buffer, or a tied
+weight, are one allocation):
+
+* parameters — the storages of ``module.parameters()``;
+* activations — what autograd keeps for the backward pass: every tensor that an operation of
+  the forward pass and the loss saves, seen through ``torch.autograd.graph.saved_tensors_hooks``
+  (the parameters it saves, e.g. a Linear's weight for dX, are not activations);
+* gradients — the storages of every ``.grad`` after the backward pass;
+* optimizer state — the tensors in ``optimizer.state`` after one ``step()``.
+
+On a GPU (a module with CUDA parameters) the same tensors are counted, and the result also
+holds ``torch.cuda.memory_allocated()`` at each point of the step (``cuda_allocated``), which
+includes the allocator's rounding and what is alive but not saved (the loss, the output).
+
+Formulas (b bytes per element, P parameters, P_t trainable ones): parameters P·b; gradients
+P_t·b; optimizer state k·P_t·b + 4 B per parameter tensor for Adam's step counter (k = 0 SGD,
+1 momentum, 2 Adam/AdamW); activations Σ over the traced calls of what each one saves
+(:data:`SAVED_FORMULAS`), None with the culprit named when a call has no formula. The model's
+weights, gradients and the optimizer's state are put back afterwards: measuring does not train.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any, Callable
+
+from ..memory.training import Component, TrainingMemory
+from ..table import Table
+from ..units import format_bytes
+from .dispatch import is_torch_module
+from .flops import Call, module_names, numel, trace_calls
+
+INDEX_BYTES = 8      # int64 token ids and targets
+STATE_SLOTS = {"sgd": 0, "momentum": 1, "adam": 2, "adamw": 2}
+
+#: Module type (or function) → formula(module or None, call) -> bytes autograd saves.
+SAVED_FORMULAS: dict[Any, Callable[[Any, Call], int]] = {}
+_BUILTINS: list[bool] = []
+
+
+def _input_bytes(call: Call, i: int = 0) -> int:
+    return numel(call.inputs[i]) * call.itemsizes[i]
+
+
+def _output_bytes(call: Call) -> int:
+    return numel(call.output) * call.output_itemsize
+
+
+def _register_builtins() -> None:
+    if _BUILTINS:
+        return
+    _BUILTINS.append(True)
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    def linear(m, call):
+        """its input, for dW (the weight it also saves is a parameter)."""
+        return _input_bytes(call) if m.weight.requires_grad else 0
+
+    def conv(m, call):
+        """its input, for dW."""
+        return _input_bytes(call) if m.weight.requires_grad else 0
+
+    def layernorm(m, call):
+        """its input, and the mean and 1/std of each row in float32."""
+        rows = numel(call.x) // max(numel(m.normalized_shape), 1)
+        return _input_bytes(call) + 2 * 4 * rows
+
+    def saves_input(m, call):
+        return _input_bytes(call)
+
+    def saves_output(m, call):
+        return _output_bytes(call)
+
+    def dropout(m, call):
+        """a bool mask, 1 byte per element, while training."""
+        return numel(call.x) if m.training and m.p > 0 else 0
+
+    def nothing(m, call):
+        return 0
+
+    def cross_entropy(m, call):
+        """the log-probabilities, the targets (int64) and a float32 total weight."""
+        return _input_bytes(call) + numel(call.inputs[1]) * INDEX_BYTES + 4
+
+    def mse(m, call):
+        return _input_bytes(call) + _input_bytes(call, 1)
+
+    def sdpa(m, call):
+        """CPU flash kernel: q, k, v, its output, and a float32 logsumexp per query row."""
+        q = call.inputs[0]
+        return sum(_input_bytes(call, i) for i in range(3)) + _output_bytes(call) + \
+            4 * numel(q[:-1])
+
+    def matmul(m, call):
+        """each operand that the other one's gradient needs."""
+        a, b = (tuple(call.input_grads[:2]) + (False, False))[:2]
+        return (_input_bytes(call, 0) if b else 0) + (_input_bytes(call, 1) if a else 0)
+
+    SAVED_FORMULAS.update({
+        nn.Linear: linear, nn.Conv1d: conv, nn.Conv2d: conv, nn.Conv3d: conv,
+        nn.LayerNorm: layernorm, nn.GELU: saves_input, nn.SiLU: saves_input,
+        nn.ReLU: saves_output, nn.Sigmoid: saves_output, nn.Tanh: saves_output,
+        nn.Softmax: saves_output, nn.Dropout: dropout, nn.Embedding: saves_input,
+        nn.Identity: nothing, nn.Flatten: nothing, nn.Unflatten: nothing,
+        nn.CrossEntropyLoss: cross_entropy, nn.MSELoss: mse,
+        F.scaled_dot_product_attention: sdpa, torch.matmul: matmul, torch.Tensor.matmul: matmul,
+        torch.Tensor.__matmul__: matmul, torch.bmm: matmul, torch.Tensor.bmm: matmul,
+        torch.mm: matmul, torch.Tensor.mm: matmul,
+    })
+
+
+def _formula(record) -> Callable | None:
+    if record.function:
+        return SAVED_FORMULAS.get(record.target)
+    for cls in type(record.target).__mro__:
+        if cls in SAVED_FORMULAS:
+            return SAVED_FORMULAS[cls]
+    return None
+
+
+def _storages(tensors) -> dict[int, int]:
+    """data_ptr → bytes of each distinct storage among ``tensors``."""
+    found = {}
+    for t in tensors:
+        if t is None or t.layout != __import__("torch").strided:
+            continue
+        storage = t.untyped_storage()
+        found[storage.data_ptr()] = storage.nbytes()
+    return found
+
+
+def _optimizer(module, optimizer):
+    import torch
+
+    params = [p for p in module.parameters() if p.requires_grad]
+    if isinstance(optimizer, torch.optim.Optimizer):
+        name = type(optimizer).__name__.lower()
+        if name == "sgd":
+            name = "momentum" if optimizer.defaults.get("momentum") else "sgd"
+        return optimizer, name
+    builders = {"sgd": lambda: torch.optim.SGD(params, lr=1e-2),
+                "momentum": lambda: torch.optim.SGD(params, lr=1e-2, momentum=0.9),
+                "adam": lambda: torch.optim.Adam(params, lr=1e-3),
+                "adamw": lambda: torch.optim.AdamW(params, lr=1e-3)}
+    if optimizer not in builders:
+        raise ValueError(f"optimizer: unknown name {optimizer!r}; choose from {list(builders)} "
+                         "or pass a torch.optim.Optimizer")
+    return builders[optimizer](), optimizer
+
+
+def _loss_and_targets(loss, output, targets):
+    import torch
+
+    if loss is None:
+        loss = torch.nn.CrossEntropyLoss()
+    if targets is None:
+        generator = torch.Generator().manual_seed(1)
+        if isinstance(loss, torch.nn.CrossEntropyLoss):
+            targets = torch.randint(0, output.shape[-1], output.shape[:-1],
+                                    generator=generator).to(output.device)
+        else:
+            targets = torch.randn(output.shape, generator=generator).to(output.device)
+    return loss, targets
+
+
+def _apply_loss(loss, output, targets):
+    import torch
+
+    if isinstance(loss, torch.nn.CrossEntropyLoss) and output.dim() > 2:
+        return loss(output.flatten(0, -2), targets.flatten())
+    return loss(output, targets)
+
+
+class _SavedRecorder:
+    """Storages autograd saves, each attributed to the module that was running."""
+
+    def __init__(self, module, exclude: set[int]):
+        self.exclude = exclude
+        self.first_by: dict[int, tuple[str, int]] = {}
+        self.names = module_names(module)
+        self.stack: list[str] = []
+        self.module = module
+
+    def __enter__(self):
+        import torch
+
+        self.handles = []
+        def enter(module, args) -> None:
+            self.stack.append(self.names.get(id(module), type(module).__name__))
+
+        def leave(module, args, output) -> None:
+            self.stack.pop()
+
+        for sub in self.module.modules():
+            self.handles.append(sub.register_forward_pre_hook(enter))
+            self.handles.append(sub.register_forward_hook(leave, always_call=True))
+        self.hooks = torch.autograd.graph.saved_tensors_hooks(self.pack, lambda t: t)
+        self.hooks.__enter__()
+        return self
+
+    def pack(self, tensor):
+        if tensor.layout == __import__("torch").strided:
+            storage = tensor.untyped_storage()
+            key = storage.data_ptr()
+            if key not in self.exclude and key not in self.first_by:
+                self.first_by[key] = (self.stack[-1] if self.stack else "(loss)",
+                                      storage.nbytes())
+        return tensor
+
+    def __exit__(self, *exc):
+        self.hooks.__exit__(*exc)
+        for handle in self.handles:
+            handle.remove()
+
+    def by_module(self) -> dict[str, int]:
+        totals: dict[str, int] = {}
+        for name, nbytes in self.first_by.values():
+            totals[name] = totals.get(name, 0) + nbytes
+        return totals
+
+
+def predicted_activations(module, inputs, loss=None, targets=None
+                          ) -> tuple[int | None, str, dict[str, int]]:
+    """(Σ saved bytes by formula or None, how, per-module predictions) for one forward and the
+    loss, traced on ``inputs``."""
+    _register_builtins()
+    records = trace_calls(module, inputs)
+    import torch
+
+    with torch.no_grad():
+        output = module(*(inputs if isinstance(inputs, tuple) else (inputs,)))
+    loss, targets = _loss_and_targets(loss, output, targets)
+    flat_out = output.flatten(0, -2) if isinstance(loss, torch.nn.CrossEntropyLoss) else output
+    flat_t = targets.flatten() if isinstance(loss, torch.nn.CrossEntropyLoss) else targets
+    loss_call = Call((tuple(flat_out.shape), tuple(flat_t.shape)), (),
+                     (True, False), (False, False), {},
+                     (flat_out.element_size(), flat_t.element_size()), 4)
+    per: dict[str, int] = {}
+    missing = []
+    for record in records:
+        formula = _formula(record)
+        if formula is None:
+            kind = record.target.__name__ if record.function else type(record.target).__name__
+            missing.append(f"{kind} '{record.name}'")
+            continue
+        nbytes = formula(None if record.function else record.target, record.call)
+        per[record.name] = per.get(record.name, 0) + nbytes
+    loss_formula = next((SAVED_FORMULAS[c] for c in type(loss).__mro__ if c in SAVED_FORMULAS),
+                        None)
+    if loss_formula is None:
+        missing.append(f"loss {type(loss).__name__}")
+    else:
+        per["(loss)"] = loss_formula(loss, loss_call)
+    if missing:
+        return None, "no saved-bytes formula for " + ", ".join(missing), per
+    return sum(per.values()), "Σ per-call saved tensors (formulas)", per
+
+
+def training_memory(module, inputs, targets=None, loss=None,
+                    optimizer: Any = "adam") -> TrainingMemory:
+    """Measure one real training step of ``module`` on ``inputs`` by component, each beside its
+    formula (see the module docstring for the method). ``loss``: an ``nn.Module`` loss or a
+    callable (default cross-entropy over the last axis, random class targets when ``targets``
+    is None); ``optimizer``: "sgd", "momentum", "adam", "adamw" or an optimizer over the
+    module's parameters (stepped for real, its state restored afterwards)."""
+    if not is_torch_module(module):
+        raise TypeError(f"training_memory needs a torch.nn.Module here, got "
+                        f"{type(module).__name__}")
+    import copy
+
+    import torch
+
+    args = inputs if isinstance(inputs, tuple) else (inputs,)
+    params = list(module.parameters())
+    trainable = [p for p in params if p.requires_grad]
+    if not trainable:
+        raise ValueError("training_memory: the module has no trainable parameters, so a "
+                         "training step has nothing to train")
+    opt, kind = _optimizer(module, optimizer)
+    kept_state = copy.deepcopy(module.state_dict())
+    kept_grads = [p.grad for p in params]
+    kept_opt = copy.deepcopy(opt.state_dict())
+    param_storages = _storages(params)
+    cuda = params[0].is_cuda
+    allocated: dict[str, int] = {}
+
+    def mark(label: str) -> None:
+        if cuda:
+            torch.cuda.synchronize()
+            allocated[label] = torch.cuda.memory_allocated()
+
+    try:
+        for p in params:
+            p.grad = None
+        mark("start")
+        with _SavedRecorder(module, set(param_storages)) as saved:
+            output = module(*args)
+            loss_fn, targets = _loss_and_targets(loss, output, targets)
+            value = _apply_loss(loss_fn, output, targets)
+        del output
+        mark("after forward")
+        value.backward()
+        del value
+        mark("after backward")
+        gradients = _storages(p.grad for p in params)
+        state_before = _state_storages(opt)
+        opt.step()
+        mark("after optimizer step")
+        state = {k: v for k, v in _state_storages(opt).items() if k not in state_before}
+        state.update(state_before)
+        activations = saved.by_module()
+    finally:
+        module.load_state_dict(kept_state)
+        for p, grad in zip(params, kept_grads):
+            p.grad = grad
+        if isinstance(optimizer, torch.optim.Optimizer):
+            optimizer.load_state_dict(kept_opt)
+    itemsize = params[0].element_size()
+    count = sum(p.numel() for p in params)
+    count_trainable = sum(p.numel() for p in trainable)
+    slots = STATE_SLOTS.get(kind, 0)
+    steps = 4 * len(trainable) if kind in ("adam", "adamw") else 0
+    predicted, how, _ = predicted_activations(module, args[0] if len(args) == 1 else args,
+                                              loss, targets)
+    how = f"{how}; measured: saved_tensors_hooks, each storage once"
+    components = (
+        Component("parameters", sum(param_storages.values()), count * itemsize,
+                  f"P × {itemsize} B; measured: parameter storages"),
+        Component("activations", sum(activations.values()), predicted, how),
+        Component("gradients", sum(gradients.values()), count_trainable * itemsize,
+                  "1 × trainable parameters; measured: .grad storages"),
+        Component("optimizer state", sum(state.values()),
+                  slots * count_trainable * itemsize + steps,
+                  f"{slots} × trainable parameters ({kind})"
+                  + (" + 4 B step per tensor" if steps else "")
+                  + "; measured: optimizer.state tensors"),
+    )
+    total = sum(c.measured_bytes for c in components)
+    where = "GPU (cuda memory_allocated in .timeline)" if cuda else \
+        "CPU (tensor storages; tracemalloc cannot see torch's allocator)"
+    title = (f"{type(module).__name__} training step, input {tuple(args[0].shape)}, "
+             f"{params[0].dtype}, {kind}: {format_bytes(total)} measured on {where}")
+    result = TrainingMemory(title, components,
+                            optimizer_state_bytes=types.MappingProxyType({kind: components[3]
+                                                                          .measured_bytes}))
+    object.__setattr__(result, "cuda_allocated", dict(allocated))
+    object.__setattr__(result, "activations_by_module", dict(activations))
+    return result
+
+
+def _state_storages(optimizer) -> dict[int, int]:
+    import torch
+
+    tensors = [v for state in optimizer.state.values() for v in state.values()
+               if isinstance(v, torch.Tensor)]
+    return _storages(tensors)
+
+
+def activation_table(module, inputs, targets=None, loss=None) -> Table:
+    """Per module: bytes autograd saved while it ran (each storage counted where it was first
+    saved), beside the formula's prediction; the last row is the loss."""
+    memory = training_memory(module, inputs, targets, loss, optimizer="sgd")
+    _, _, predicted = predicted_activations(module, inputs, loss, targets)
+    measured = memory.activations_by_module
+    names = list(dict.fromkeys([*predicted, *measured]))
+    rows = [[name, measured.get(name, 0), predicted.get(name)] for name in names]
+    return Table(["name", "measured", "predicted"], rows,
+                 title="Saved for backward, per module (measured: saved_tensors_hooks)",
+                 formats={"measured": format_bytes,
+                          "predicted": lambda v: format_bytes(v) if v is not None else "—"},
+                 footer=["total", sum(r[1] for r in rows),
+                         memory.activations.predicted_bytes])
+
+
+__all__ = ["SAVED_FORMULAS", "activation_table", "predicted_activations", "training_memory"]
