@@ -22,14 +22,14 @@ from .activations import (
     register_loss_formula,
 )
 from .batch import BatchFit, max_batch_size
-from .trace import Mark, MemoryMeasurement, MemoryTimeline, measure_memory
-from .training import (
+from .step import (
     COMPONENTS,
     Component,
     TrainingMemory,
     predict_training_memory,
     training_memory,
 )
+from .trace import Mark, MemoryMeasurement, MemoryTimeline, measure_memory
 
 __all__ = [
     "ACTIVATION_FORMULAS", "COMPONENTS", "LOSS_FORMULAS",

@@ -33,14 +33,13 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from .abtest import ABResult, measure_interleaved
-from .memory import measure_memory
-from .nn.module import Module
-from .params import parameter_bytes
-from .table import Table
-from .timing import LatencyStats, callable_name, collect_context
-from .timing.context import cpu_name
-from .units import format_bytes, format_seconds
+from ..memory import measure_memory
+from ..nn.module import Module
+from ..params import parameter_bytes
+from ..table import Table
+from ..timing import LatencyStats, callable_name, collect_context
+from ..timing.abtest import ABResult, measure_interleaved
+from ..units import format_bytes, format_seconds
 
 FORMAT = "tinyprof-suite/2"
 
@@ -106,14 +105,11 @@ class SuiteSources:
 
 
 def machine_profile() -> dict[str, Any]:
-    """What a stored baseline must match to be comparable: CPU, BLAS and its thread settings,
-    Python and numpy versions, usable CPUs."""
+    """What a stored baseline must match to be comparable (:meth:`TimingContext.comparable`:
+    CPU, BLAS and its thread settings, Python and numpy versions, usable CPUs), with the
+    operating system and the host's name for the reader."""
     context = collect_context()
-    return {"processor": cpu_name() or context.processor or context.machine,
-            "system": context.system, "machine": context.machine, "python": context.python,
-            "numpy": context.numpy, "blas": context.blas,
-            "blas_threads": {k: v for k, v in context.blas_threads},
-            "usable_cpus": context.usable_cpus, "node": platform.node()}
+    return {**context.comparable(), "system": context.system, "node": platform.node()}
 
 
 @dataclass(frozen=True)

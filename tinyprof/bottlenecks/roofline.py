@@ -48,7 +48,7 @@ from typing import Callable
 
 import numpy as np
 
-from .units import format_bytes, format_si
+from ..units import format_bytes, format_si
 
 #: Bytes each numpy STREAM kernel moves per float64 element (see the module docstring).
 STREAM_BYTES_PER_ELEMENT = {"copy": 16, "scale": 16, "add": 24, "triad": 40}
@@ -319,13 +319,10 @@ def measure_call_overhead(calls: int = 2000) -> float:
 
 
 def _context(levels: tuple[CacheLevel, ...]) -> str:
-    from .timing.context import collect_context, cpu_name  # the same context as timings
+    from ..timing.context import collect_context  # the machine as timings describe it
 
-    ctx = collect_context()
-    threads = ", ".join(f"{k}={v}" for k, v in ctx.blas_threads if v is not None) or "unset"
     caches = ", ".join(c.describe() for c in levels) or "cache sizes not reported"
-    return (f"{cpu_name() or ctx.processor or ctx.machine}; {ctx.usable_cpus} usable CPUs; "
-            f"BLAS {ctx.blas} (thread variables: {threads}); {caches}")
+    return f"{collect_context().hardware()}; {caches}"
 
 
 def measure_machine_peaks(cache_roofs: bool = True) -> MachinePeaks:
@@ -348,10 +345,11 @@ def measure_in_child(timeout_s: float = 300.0) -> MachinePeaks:
     import json
     import subprocess
 
-    package_parent = str(Path(__file__).resolve().parents[1])
+    package_parent = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_parent, env.get("PYTHONPATH")]))
-    done = subprocess.run([sys.executable, "-m", "tinyprof.roofline"], env=env, timeout=timeout_s,
+    code = "from tinyprof.bottlenecks.roofline import _main; _main()"
+    done = subprocess.run([sys.executable, "-c", code], env=env, timeout=timeout_s,
                           capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError("measuring the roofline in a child process failed "
@@ -368,7 +366,8 @@ def machine_peaks() -> MachinePeaks:
 
 
 def _main() -> None:
-    """``python -m tinyprof.roofline``: measure and print the peaks as one line of JSON."""
+    """Measure and print the peaks as one line of JSON (what :func:`measure_in_child` runs;
+    also ``python -m tinyprof.roofline``)."""
     import json
 
     print(json.dumps(asdict(measure_machine_peaks())))

@@ -53,7 +53,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .abtest import (
+from ..table import Table
+from ..timing.abtest import (
     MIN_ROUNDS,
     NOISE_BAND,
     ABResult,
@@ -62,13 +63,10 @@ from .abtest import (
     mann_whitney_u,
     measure_interleaved,
 )
+from ..timing.context import COMPARABLE_KEYS, context_differences  # noqa: F401 - public here
+from ..units import format_seconds
 from .suite import SuiteResult, VariantResult
-from .table import Table
-from .units import format_seconds
 
-#: Machine-profile keys that must match for timings to be comparable.
-COMPARABLE_KEYS = ("processor", "machine", "python", "numpy", "blas", "blas_threads",
-                   "usable_cpus")
 #: Fewest samples per variant, in the baseline and in the current suite, that a check accepts.
 MIN_SAMPLES = MIN_ROUNDS
 #: Rounds of a re-measurement (at least; twice the baseline's samples if that is more).
@@ -218,9 +216,9 @@ class RegressionReport:
 
 
 def machine_differences(current: dict, baseline: dict) -> list[str]:
-    """The comparable keys whose values differ, as 'key: baseline → current'."""
-    return [f"{key}: {baseline.get(key)!r} → {current.get(key)!r}" for key in COMPARABLE_KEYS
-            if current.get(key) != baseline.get(key)]
+    """The comparable keys whose values differ, as 'key: baseline → current' (the machine
+    profiles' view of :meth:`TimingContext.differences`)."""
+    return context_differences(current, baseline)
 
 
 def _ratios(variant: VariantResult) -> np.ndarray | None:
@@ -378,7 +376,7 @@ def check_regression(current: SuiteResult | str | os.PathLike,
                    if d is not None]
     band = max([tolerance] + differences)
     warnings = [f"the baseline was measured on another machine or setup ({d}): timings are "
-                "not comparable" for d in machine_differences(now.machine, before.machine)]
+                "not comparable" for d in context_differences(now.machine, before.machine)]
     if band > tolerance:
         warnings.append(f"the A/A rows (the baseline against itself) differ by up to "
                         f"{band:.1%}: changes within ±{band:.1%} are not called")

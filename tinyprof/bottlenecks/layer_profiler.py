@@ -38,10 +38,10 @@ from functools import wraps
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from .amdahl import amdahl_speedup
-from .nn.module import Module
-from .table import Table
-from .units import format_seconds
+from ..amdahl import amdahl_speedup
+from ..nn.module import Module
+from ..table import Table
+from ..units import format_seconds
 
 PHASES = ("forward", "backward")
 

@@ -25,15 +25,15 @@ from typing import Sequence
 
 import numpy as np
 
-from .amdahl import amdahl_speedup
-from .flops import flops_by_layer
+from ..amdahl import amdahl_speedup
+from ..flops import flops_by_layer
+from ..nn.module import Module
+from ..nn.state import KeptState
+from ..shapes import ROOT_NAME, numel
+from ..table import Table
+from ..units import format_seconds, format_si
 from .layer_profiler import LayerProfiler
-from .nn.module import Module
-from .nn.state import KeptState
 from .roofline import MachinePeaks, machine_peaks
-from .shapes import ROOT_NAME, numel
-from .table import Table
-from .units import format_seconds, format_si
 
 
 @dataclass(frozen=True)

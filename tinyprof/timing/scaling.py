@@ -15,12 +15,13 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .memory import measure_memory
-from .models import random_input
-from .nn import Conv2d, Embedding, Linear, Module
-from .table import Table
-from .timing import LatencyStats, callable_name, measure_latency
-from .units import format_bytes, format_seconds
+from ..memory import measure_memory
+from ..models.builders import random_input
+from ..nn import Conv2d, Embedding, Linear, Module
+from ..table import Table
+from ..units import format_bytes, format_seconds
+from .harness import callable_name, measure_latency
+from .stats import LatencyStats
 
 #: Statistics best_batch_under_latency can hold to a budget.
 BUDGET_STATISTICS = ("median", "p95", "p99")

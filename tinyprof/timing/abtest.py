@@ -33,9 +33,10 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .timing import LatencyStats, bootstrap_medians, callable_name, collect_context
-from .timing.harness import MIN_BLOCK_SECONDS, calibrate_loops, make_block
-from .units import format_seconds
+from ..units import format_seconds
+from .context import collect_context
+from .harness import MIN_BLOCK_SECONDS, calibrate_loops, callable_name, make_block
+from .stats import LatencyStats, bootstrap_medians
 
 #: Relative change treated as noise, either way.
 NOISE_BAND = 0.05
