@@ -423,3 +423,43 @@ def test_record_attributes_calls_to_tags_and_scopes():
     assert record.flops_by_scope("backward") == {"layer": 48}
     tag, a_shape, b_shape, flops = record.calls[0]
     assert (tag, a_shape, b_shape, flops) == ("forward", (2, 3), (3, 4), 48)
+
+
+def test_formulas_overlay_the_registry_for_one_call_only():
+    """count_flops(..., formulas={Layer: f}) as torch's FlopCounterMode(custom_mapping=...):
+    the overlay wins for that call (and for subclasses with no nearer formula), the registry
+    is untouched, and a bad overlay is refused by name."""
+    model = models.mlp((8, 4, 2), shape_only=True)
+    registered = count_flops(model, (3, 8))
+    assert registered == 2 * 3 * (8 * 4 + 4 * 2)
+
+    def half(layer, x, y):   # e.g. a sparse kernel that skips half the multiply-accumulates
+        return LayerFlops(matmul=3 * layer.in_features * layer.out_features,
+                          grad_input=0, grad_weight=0)
+
+    assert count_flops(model, (3, 8), formulas={nn.Linear: half}) == registered // 2
+    assert count_flops(model, (3, 8)) == registered          # the next call: the registry's
+    assert lookup(nn.Linear(2, 2, shape_only=True)) is flops_formulas.linear_flops
+    rows = flops_by_layer(model, (3, 8), formulas={nn.Linear: half})
+    assert [r.matmul for r in rows if r.type == "Linear"] == [3 * 8 * 4, 3 * 4 * 2]
+
+    class Wide(nn.Linear):   # a subclass with no formula of its own takes its base's overlay
+        pass
+
+    assert count_flops(Wide(8, 4, shape_only=True), (3, 8), formulas={nn.Linear: half}) \
+        == 3 * 8 * 4
+    report = flop_report(model, (3, 8), formulas={nn.Linear: half})
+    assert report.footer[3] == registered // 2
+    with pytest.raises(TypeError, match="formulas keys are layer classes, got 'Linear'"):
+        count_flops(model, (3, 8), formulas={"Linear": half})
+    with pytest.raises(TypeError, match="the formula for Linear must be a function"):
+        count_flops(model, (3, 8), formulas={nn.Linear: 42})
+
+
+def test_one_mm_flops_behind_the_formulas_and_the_executed_record():
+    assert ops.mm_flops(3, 4, 5) == 2 * 3 * 4 * 5
+    with ops.record_matmuls() as record:
+        ops.matmul(np.ones((2, 3, 4)), np.ones((4, 5)))
+    assert record.flops == ops.mm_flops(2 * 3, 4, 5)
+    conv = nn.Conv2d(4, 6, 3, groups=2, padding=1, shape_only=True)
+    assert count_flops(conv, (2, 4, 8, 8)) == ops.mm_flops(2 * 8 * 8, (4 // 2) * 9, 6)
