@@ -9,9 +9,10 @@
 Layers: this wing imports from ``timing`` and below; ``bench`` may import from it.
 """
 
-from .layer_profiler import LayerCall, LayerProfiler, overhead_per_call
-from .placement import LayerWork, layer_work, place_layers, profile_step
+from .layer_profiler import LayerCall, LayerProfiler, LayerRow, overhead_per_call
+from .placement import LayerWork, layer_work, place_layers, profile_step, work_by_path
 from .roofline import CacheLevel, MachinePeaks, machine_peaks
 
-__all__ = ["CacheLevel", "LayerCall", "LayerProfiler", "LayerWork", "MachinePeaks",
-           "layer_work", "machine_peaks", "overhead_per_call", "place_layers", "profile_step"]
+__all__ = ["CacheLevel", "LayerCall", "LayerProfiler", "LayerRow", "LayerWork", "MachinePeaks",
+           "layer_work", "machine_peaks", "overhead_per_call", "place_layers", "profile_step",
+           "work_by_path"]
