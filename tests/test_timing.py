@@ -359,7 +359,7 @@ def test_compare_says_slower_only_when_the_cis_do_not_overlap():
     assert table.columns == ["name", "median", "95% CI", "p95", "IQR", "CV", "ratio", "verdict",
                              "warnings"]
     assert table.column("ratio") == [1.0, pytest.approx(2.0), pytest.approx(1.0, abs=0.05)]
-    assert table.column("verdict") == ["baseline", "slower", "within noise"]
+    assert table.column("verdict") == ["baseline", "slower", "no change"]
     assert compare_latency(twice, base).column("verdict")[1] == "faster"
     with pytest.raises(ValueError, match="2 labels for 3"):
         compare_latency(base, twice, same, labels=["a", "b"])
@@ -377,7 +377,7 @@ def test_latency_stats_round_trip_through_json_and_compare_with_a_saved_baseline
     slower = LatencyStats.from_samples(2 * steady, name="slower")
     verdict = compare(after, slower)
     assert verdict.ratio == pytest.approx(2.0) and verdict.speedup == pytest.approx(0.5)
-    assert verdict.verdict == "slower" and compare(after, after).verdict == "within noise"
+    assert verdict.verdict == "slower" and compare(after, after).verdict == "no change"
     assert str(verdict).startswith("slower vs forward: median")
     (tmp_path / "other.json").write_text('{"format": "something else"}')
     with pytest.raises(ValueError, match=r"other.json: not a saved LatencyStats"):

@@ -63,15 +63,16 @@ from ..timing.abtest import (
     mann_whitney_u,
     measure_interleaved,
 )
+from ..timing.compare import FASTER, NO_CHANGE, SLOWER
 from ..timing.context import COMPARABLE_KEYS, context_differences  # noqa: F401 - public here
-from ..units import format_seconds
+from ..units import format_interval, format_seconds
 from .suite import SuiteResult, VariantResult
 
 #: Fewest samples per variant, in the baseline and in the current suite, that a check accepts.
 MIN_SAMPLES = MIN_ROUNDS
 #: Rounds of a re-measurement (at least; twice the baseline's samples if that is more).
 REMEASURE_ROUNDS = 60
-STATUS = {"slower": "regressed", "faster": "improved"}
+STATUS = {SLOWER: "regressed", FASTER: "improved"}
 #: Bootstrap resamples of each side for a change's interval (order statistics: cheap).
 RESAMPLES = 10_000
 #: Default significance: a change is called when its 95 % interval clears the band
@@ -104,17 +105,17 @@ class Change:
         low, high = bootstrap_ratio_ci(now, then, confidence=confidence, resamples=RESAMPLES)
         _, p = mann_whitney_u(then, now)
         if low > 1 + band:
-            direction = "slower"
+            direction = SLOWER
         elif high < 1 / (1 + band):
-            direction = "faster"
+            direction = FASTER
         else:
-            direction = "no change"
+            direction = NO_CHANGE
         return cls(float(np.median(now) / np.median(then) - 1), (low - 1, high - 1), p,
                    direction, now.size, confidence)
 
     def __str__(self) -> str:
-        return (f"{self.change:+.1%} ({self.confidence:.0%} CI {self.ci[0]:+.1%} to "
-                f"{self.ci[1]:+.1%}, {self.rounds} rounds)")
+        return (f"{self.change:+.1%} ({self.confidence:.0%} CI "
+                f"{format_interval(self.ci, 'change')}, {self.rounds} rounds)")
 
 
 @dataclass(frozen=True)
@@ -250,13 +251,13 @@ def _check_samples(suite: SuiteResult, where: str) -> None:
 
 
 def _signs_agree(direction: str, *changes: float | None) -> bool:
-    sign = 1 if direction == "slower" else -1
+    sign = 1 if direction == SLOWER else -1
     return all(c is None or sign * c > 0 for c in changes)
 
 
 def _beyond(direction: str, band: float, *changes: float) -> bool:
     """Every change lies beyond the noise band on the side of ``direction``."""
-    if direction == "slower":
+    if direction == SLOWER:
         return all(c > band for c in changes)
     return all(c < 1 / (1 + band) - 1 for c in changes)
 
@@ -283,7 +284,7 @@ def _judge(then: VariantResult, now: VariantResult, suite: SuiteResult, toleranc
     if before is None or after is None:   # no probe: the raw comparison is all there is
         alone = Change.of(np.asarray(then.latency.samples), np.asarray(now.latency.samples),
                           band, alpha)
-        if alone.direction == "no change":
+        if alone.direction == NO_CHANGE:
             if abs(alone.change) > tolerance:
                 return VariantCheck(now.name, "unstable", raw,
                                     note=_too_spread(alone, tolerance, band))
@@ -292,12 +293,12 @@ def _judge(then: VariantResult, now: VariantResult, suite: SuiteResult, toleranc
             "not re-measured: without probe samples on both sides a re-measurement could not "
             "be corrected for the machine's drift"))
     first = Change.of(before, after, band, alpha)
-    if first.direction == "no change" and abs(first.change) <= tolerance:
+    if first.direction == NO_CHANGE and abs(first.change) <= tolerance:
         return VariantCheck(now.name, "unchanged", raw, first)
     again = _remeasure(suite, now.name, max(REMEASURE_ROUNDS, 2 * before.size)) if remeasure \
         else None
     if again is None:   # the first measurement is all there is
-        if first.direction == "no change":
+        if first.direction == NO_CHANGE:
             return VariantCheck(now.name, "unstable", raw, first,
                                 note=_too_spread(first, tolerance, band))
         if not _beyond(first.direction, band, raw_change):
@@ -310,11 +311,11 @@ def _judge(then: VariantResult, now: VariantResult, suite: SuiteResult, toleranc
     ratios, median = again
     second = Change.of(before, ratios, band, alpha)
     raw_second = median / then.latency.median - 1
-    if second.direction == "no change":
+    if second.direction == NO_CHANGE:
         if abs(second.change) > tolerance:
             return VariantCheck(now.name, "unstable", raw, first, second,
                                 note="re-measured, " + _too_spread(second, tolerance, band))
-        if first.direction == "no change":
+        if first.direction == NO_CHANGE:
             return VariantCheck(now.name, "unchanged", raw, first, second,
                                 f"{first.change:+.1%} at first, within the ±{tolerance:.0%} "
                                 f"tolerance when re-measured: {second}")

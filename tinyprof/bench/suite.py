@@ -39,7 +39,7 @@ from ..params import parameter_bytes
 from ..table import Table
 from ..timing import LatencyStats, callable_name, collect_context
 from ..timing.abtest import ABResult, measure_interleaved
-from ..units import format_bytes, format_seconds
+from ..units import format_bytes, format_interval, format_seconds
 
 FORMAT = "tinyprof-suite/2"
 
@@ -147,13 +147,12 @@ class SuiteResult:
                    "accuracy", "Δ accuracy", "speedup", "speedup CI", "verdict"]
         return Table(columns, rows, title=f"Benchmark suite (baseline: {self.baseline})",
                      formats={"median": format_seconds,
-                              "95% CI": lambda ci: f"{format_seconds(ci[0])} – "
-                                                   f"{format_seconds(ci[1])}",
+                              "95% CI": format_interval,
                               "rows/s": lambda v: f"{v:,.0f}", "peak memory": format_bytes,
                               "parameters": format_bytes, "accuracy": lambda v: f"{v:.1%}",
                               "Δ accuracy": lambda v: f"{v:+.1%}",
                               "speedup": lambda v: f"{v:.2f}×",
-                              "speedup CI": lambda ci: f"{ci[0]:.2f}–{ci[1]:.2f}×"})
+                              "speedup CI": lambda ci: format_interval(ci, "ratio")})
 
     def best(self, max_accuracy_drop: float = 0.01) -> str:
         """The variant to ship: the highest speedup among variants whose verdict against the
