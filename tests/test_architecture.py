@@ -181,3 +181,24 @@ def test_import_tinyprof_stays_light():
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True).stdout.strip()
     assert loaded == "[]"
+
+
+def test_one_figure_policy():
+    """Every figure tinyprof draws is made by plots.style.new_figure (a pyplot figure): no
+    other module creates one (plt.subplots, plt.figure or Figure(...))."""
+    import re
+
+    made = re.compile(r"plt\.subplots\(|plt\.figure\(|[^.\w]Figure\(")
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path == PACKAGE / "plots" / "style.py":
+            continue
+        found = made.findall(path.read_text(encoding="utf-8"))
+        assert not found, f"{module_name(path)} makes a figure itself ({found}): use new_figure"
+    code = ("import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot as plt\n"
+            "import tinyprof as tp\n"
+            "stats = tp.timing.LatencyStats.from_samples([1e-3, 1.1e-3, 1.2e-3, 0.9e-3])\n"
+            "figs = [tp.plots.plot_latency(stats), tp.plots.plot_amdahl(0.5)]\n"
+            "print([plt.fignum_exists(f.number) for f in figs])")
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           check=True).stdout.strip()
+    assert shown == "[True, True]"

@@ -1,5 +1,6 @@
-"""Figures: every function returns a matplotlib Figure and never calls ``plt.show()``; a notebook
-displays the returned figure, a script saves it. One look in every chapter (:mod:`.style`).
+"""Figures: every function returns a matplotlib Figure made by :func:`.style.new_figure` (one
+figure policy: a pyplot figure, shown once at the end of the notebook cell that made it) and
+never calls ``plt.show()``; a script saves the figure. One look in every chapter (:mod:`.style`).
 
 * batch scaling and Amdahl's law (:mod:`.scaling`);
 * where a quantity goes (:mod:`.breakdown`);
@@ -18,6 +19,7 @@ from .style import (
     FIGSIZE,
     HIGHLIGHT,
     MUTED,
+    new_figure,
     plain_log2_axis,
     plain_log_axis,
     style_axes,
@@ -25,6 +27,7 @@ from .style import (
 
 __all__ = [
     "ACCENT", "BOUND_COLORS", "FIGSIZE", "HIGHLIGHT", "MEMORY_COLORS", "MUTED", "amdahl_words",
+    "new_figure",
     "plain_log2_axis", "plain_log_axis", "plot_ab", "plot_amdahl", "plot_batch_scaling",
     "plot_breakdown", "plot_ci_funnel", "plot_latency", "plot_latency_log", "plot_memory_breakdown",
     "plot_performance_comparison", "plot_roofline", "plot_scaling", "plot_shares", "style_axes",

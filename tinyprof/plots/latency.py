@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 
 from ..timing import LatencyStats
 from ..units import format_interval, format_seconds, time_unit
-from .style import ACCENT, FIGSIZE, HIGHLIGHT, MUTED, plain_log_axis
+from .style import ACCENT, HIGHLIGHT, MUTED, new_figure, plain_log_axis
 
 _MARKERS = (("p50", "-"), ("p95", "--"), ("p99", ":"))
 
@@ -23,8 +23,7 @@ def plot_latency(stats: LatencyStats, *, ax=None, bins: int | str = "auto"):
     if not isinstance(stats, LatencyStats):
         raise TypeError(f"plot_latency needs a LatencyStats, got {type(stats).__name__}")
     if ax is None:
-        fig = Figure(figsize=FIGSIZE)
-        ax = fig.subplots()
+        fig, ax = new_figure()
     else:
         fig = ax.figure
     unit, scale = time_unit(stats.median)

@@ -1,4 +1,5 @@
-"""The look every tinyprof figure shares: colours, size and axis styling."""
+"""The look every tinyprof figure shares: colours, size and axis styling, and how a figure is
+made (:func:`new_figure`, the one figure policy)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,19 @@ ACCENT = "#1f77b4"
 MUTED = "#9aa5b1"
 HIGHLIGHT = "#d62728"
 FIGSIZE = (9.0, 3.6)
+
+
+def new_figure(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float] = FIGSIZE,
+               **subplots):
+    """``(figure, axes)`` for every tinyprof figure, made one way: a pyplot figure (so a
+    notebook shows it once, at the end of the cell that made it: assign it, ``fig = ...``,
+    rather than end the cell with it, or it shows twice), sized ``figsize`` (the shared
+    FIGSIZE by default), with ``plt.subplots``' other arguments (``squeeze``, ``sharey``,
+    ``gridspec_kw``). Nothing calls ``plt.show()``; a script saves the figure and closes it
+    (``plt.close(fig)``), as :func:`tinyprof.widgets.show` and the suite's reports do."""
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(nrows, ncols, figsize=figsize, **subplots)
 
 
 def plain_log2_axis(ax, suffix: str = "") -> None:
