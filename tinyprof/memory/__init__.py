@@ -18,6 +18,7 @@ from .activations import (
     activation_rows,
     activation_table,
     loss_saved,
+    nothing_saved,
     register_activation_formula,
     register_loss_formula,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "ActivationRow", "BatchFit", "Component", "Mark", "MemoryMeasurement", "MemoryTimeline",
     "MissingActivationFormulaError", "Saved", "TrainingMemory", "activation_bytes",
     "activation_rows", "activation_table", "loss_saved", "max_batch_size", "measure_memory",
+    "nothing_saved",
     "predict_training_memory", "register_activation_formula", "register_loss_formula",
     "training_memory",
 ]
