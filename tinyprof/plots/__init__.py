@@ -1,6 +1,7 @@
 """Figures: every function returns a matplotlib Figure made by :func:`.style.new_figure` (one
-figure policy: a pyplot figure, shown once at the end of the notebook cell that made it) and
-never calls ``plt.show()``; a script saves the figure. One look in every chapter (:mod:`.style`).
+figure policy: made by pyplot and closed at once, so drawing changes no global state) and never
+calls ``plt.show()``; a notebook cell that ends with the figure displays it, a script saves it.
+One look in every chapter (:mod:`.style`).
 
 * batch scaling and Amdahl's law (:mod:`.scaling`);
 * where a quantity goes (:mod:`.breakdown`);

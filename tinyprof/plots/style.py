@@ -14,15 +14,21 @@ FIGSIZE = (9.0, 3.6)
 
 def new_figure(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float] = FIGSIZE,
                **subplots):
-    """``(figure, axes)`` for every tinyprof figure, made one way: a pyplot figure (so a
-    notebook shows it once, at the end of the cell that made it: assign it, ``fig = ...``,
-    rather than end the cell with it, or it shows twice), sized ``figsize`` (the shared
-    FIGSIZE by default), with ``plt.subplots``' other arguments (``squeeze``, ``sharey``,
-    ``gridspec_kw``). Nothing calls ``plt.show()``; a script saves the figure and closes it
-    (``plt.close(fig)``), as :func:`tinyprof.widgets.show` and the suite's reports do."""
+    """``(figure, axes)`` for every tinyprof figure, made one way: ``plt.subplots(nrows, ncols,
+    figsize=figsize, **subplots)`` (FIGSIZE by default; ``squeeze``, ``sharey``,
+    ``gridspec_kw``, ...), which loads the backend a notebook displays figures with, then
+    ``plt.close(fig)``: pyplot forgets the figure at once.
+
+    So drawing changes no global state (pyplot's list of open figures stays as the caller left
+    it, and a figure nobody keeps is freed like any object), and a figure shows once: in a
+    notebook when a cell ends with it (``fig = tp.plots.plot_roofline(...)``, then ``fig``), in
+    an explorer through :func:`tinyprof.widgets.show`; a script saves it with ``fig.savefig``.
+    Nothing calls ``plt.show()``."""
     import matplotlib.pyplot as plt
 
-    return plt.subplots(nrows, ncols, figsize=figsize, **subplots)
+    fig, axes = plt.subplots(nrows, ncols, figsize=figsize, **subplots)
+    plt.close(fig)
+    return fig, axes
 
 
 def plain_log2_axis(ax, suffix: str = "") -> None:
