@@ -17,7 +17,8 @@ def new_figure(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float] =
     """``(figure, axes)`` for every tinyprof figure, made one way: ``plt.subplots(nrows, ncols,
     figsize=figsize, **subplots)`` (FIGSIZE by default; ``squeeze``, ``sharey``,
     ``gridspec_kw``, ...), which loads the backend a notebook displays figures with, then
-    ``plt.close(fig)``: pyplot forgets the figure at once.
+    ``plt.close(fig)``: pyplot forgets the figure at once, and the figure keeps an Agg canvas
+    (``fig.canvas.draw()``, ``get_renderer()``, ``savefig`` work as on any figure).
 
     So drawing changes no global state (pyplot's list of open figures stays as the caller left
     it, and a figure nobody keeps is freed like any object), and a figure shows once: in a
@@ -25,9 +26,11 @@ def new_figure(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float] =
     an explorer through :func:`tinyprof.widgets.show`; a script saves it with ``fig.savefig``.
     Nothing calls ``plt.show()``."""
     import matplotlib.pyplot as plt
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     fig, axes = plt.subplots(nrows, ncols, figsize=figsize, **subplots)
     plt.close(fig)
+    FigureCanvasAgg(fig)   # closing left a bare canvas: give it one that draws (get_renderer)
     return fig, axes
 
 
