@@ -59,3 +59,11 @@ def test_one_interval_formatter():
     assert format_interval((0.0101, 0.032), "change") == "+1.0% to +3.2%"
     with pytest.raises(ValueError, match="kind is 'seconds', 'ratio' or 'change', got 'x'"):
         format_interval((1, 2), "x")
+
+
+def test_one_percent_and_ratio_formatter():
+    from tinyprof.units import format_percent, format_ratio
+
+    assert format_percent(0.1234) == "12.3%" and format_percent(0.05, signed=True) == "+5.0%"
+    assert format_percent(-0.021, 2, signed=True) == "-2.10%"
+    assert format_ratio(1.2345) == "1.23×" and format_ratio(1.2345, 3) == "1.234×"

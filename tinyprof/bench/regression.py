@@ -50,6 +50,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 
@@ -65,7 +66,7 @@ from ..timing.abtest import (
 )
 from ..timing.compare import FASTER, NO_CHANGE, SLOWER
 from ..timing.context import COMPARABLE_KEYS, context_differences  # noqa: F401 - public here
-from ..units import format_interval, format_seconds
+from ..units import format_interval, format_percent, format_seconds
 from .suite import SuiteResult, VariantResult
 
 #: Fewest samples per variant, in the baseline and in the current suite, that a check accepts.
@@ -193,9 +194,9 @@ class RegressionReport:
                            f"±{band:.1%})",
                      formats={"baseline median": format_seconds,
                               "current median": format_seconds,
-                              "raw change": lambda v: f"{v:+.1%}",
-                              "change vs probe": lambda v: f"{v:+.1%}",
-                              "re-measured": lambda v: f"{v:+.1%}",
+                              "raw change": partial(format_percent, signed=True),
+                              "change vs probe": partial(format_percent, signed=True),
+                              "re-measured": partial(format_percent, signed=True),
                               "p": lambda v: f"{v:.2g}"})
 
     def __str__(self) -> str:

@@ -28,6 +28,7 @@ import numbers
 import os
 import platform
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -39,7 +40,7 @@ from ..params import parameter_bytes
 from ..table import Table
 from ..timing import LatencyStats, callable_name, collect_context
 from ..timing.abtest import ABResult, measure_interleaved
-from ..units import format_bytes, format_interval, format_seconds
+from ..units import format_bytes, format_interval, format_percent, format_ratio, format_seconds
 
 FORMAT = "tinyprof-suite/2"
 
@@ -149,9 +150,9 @@ class SuiteResult:
                      formats={"median": format_seconds,
                               "95% CI": format_interval,
                               "rows/s": lambda v: f"{v:,.0f}", "peak memory": format_bytes,
-                              "parameters": format_bytes, "accuracy": lambda v: f"{v:.1%}",
-                              "Δ accuracy": lambda v: f"{v:+.1%}",
-                              "speedup": lambda v: f"{v:.2f}×",
+                              "parameters": format_bytes, "accuracy": format_percent,
+                              "Δ accuracy": partial(format_percent, signed=True),
+                              "speedup": format_ratio,
                               "speedup CI": lambda ci: format_interval(ci, "ratio")})
 
     def best(self, max_accuracy_drop: float = 0.01) -> str:

@@ -41,7 +41,7 @@ from typing import Any, Callable, Iterator
 from ..amdahl import amdahl_speedup
 from ..nn.module import Module
 from ..table import Table
-from ..units import format_seconds
+from ..units import format_percent, format_seconds
 
 PHASES = ("forward", "backward")
 
@@ -264,7 +264,7 @@ class LayerProfiler:
                  "enter and leave the block)")
         return Table(columns, [[getattr(r, c) for c in columns] for r in rows], title=title,
                      formats={"self_s": format_seconds, "total_s": format_seconds,
-                              "share": lambda v: f"{v:.1%}"})
+                              "share": format_percent})
 
     def print_top_operations(self, n: int = 10) -> None:
         """Print :meth:`top_operations` as aligned text."""

@@ -31,7 +31,7 @@ from ..nn.module import Module
 from ..nn.state import KeptState
 from ..shapes import ROOT_NAME, numel
 from ..table import Table
-from ..units import format_seconds, format_si
+from ..units import format_percent, format_ratio, format_seconds, format_si
 from .layer_profiler import LayerProfiler
 from .roofline import MachinePeaks, machine_peaks
 
@@ -111,8 +111,8 @@ def place_layers(profile: LayerProfiler, model: Module, input_shape: Sequence[in
                  formats={"intensity": lambda v: f"{v:.2f}",
                           "attainable": lambda v: format_si(v, "FLOP/s"),
                           "achieved": lambda v: format_si(v, "FLOP/s"),
-                          "time": format_seconds, "share": lambda v: f"{v:.1%}",
-                          "step speedup at roof": lambda v: f"{v:.2f}×"})
+                          "time": format_seconds, "share": format_percent,
+                          "step speedup at roof": format_ratio})
 
 
 def profile_step(model: Module, x: np.ndarray, steps: int = 3, warmup: int = 1,

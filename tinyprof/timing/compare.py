@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..table import Table
-from ..units import format_interval, format_seconds
+from ..units import format_interval, format_percent, format_ratio, format_seconds
 from .stats import LatencyStats
 
 FASTER, SLOWER, NO_CHANGE = "faster", "slower", "no change"
@@ -86,8 +86,8 @@ def compare_latency(*stats: LatencyStats, labels: Sequence[str] | None = None) -
             for i, (label, s) in enumerate(zip(labels, stats, strict=True))]
     formats = {c: format_seconds for c in ("median", "p95", "IQR")}
     formats["95% CI"] = format_interval
-    formats["CV"] = lambda cv: f"{cv:.1%}"
-    formats["ratio"] = lambda r: f"{r:.2f}×"
+    formats["CV"] = format_percent
+    formats["ratio"] = format_ratio
     return Table(["name", "median", "95% CI", "p95", "IQR", "CV", "ratio", "verdict",
                   "warnings"], rows, title=f"Latency compared with {labels[0]}",
                  formats=formats)
