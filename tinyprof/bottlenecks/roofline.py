@@ -15,8 +15,11 @@ cost dominates is overhead-bound, far below both roofs. Nothing is assumed about
   (common server and desktop parts have 2–12 MiB per CPU); more is likely a virtual machine
   reporting its host's whole cache. A 2-CPU VM here reports a 480 MiB L3, yet in one interleaved
   run of ``benchmarks/bench_stream_sizes.py`` the best kernel on 128 MiB arrays ran at 0.999 of
-  its bandwidth on 1 GiB ones (0.97–1.00 from 128 MiB up; 1.10 at 64 MiB, 1.57 at 32 MiB);
-  ``benchmarks/bench_roofline.py`` compares the roof with STREAM on 1 GiB arrays each run;
+  its bandwidth on 1 GiB ones (0.97–1.00 from 128 MiB up; 1.10 at 64 MiB, 1.57 at 32 MiB). Two
+  runs while other jobs shared the memory bus put 128 MiB at 1.16 and 1.06, and 256 MiB at 1.14
+  and 1.15: a best-of-5 on a long call (1 GiB) is disturbed more often than on a short one, and
+  doubling the arrays bought nothing. ``benchmarks/bench_roofline.py`` compares the roof with
+  STREAM on 1 GiB arrays each run;
 - **cache roofs** (optional) rerun the add kernel on arrays that fit half of each cache level
   (its trusted size);
 - the **call overhead** is the median cost of one tiny numpy call.
