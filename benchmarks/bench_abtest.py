@@ -12,7 +12,8 @@ Same workload (four 96×96 float32 matmuls, tens of µs), TRIALS trials per row,
 
 Last, what the speedup's bootstrap interval costs at 10³–10⁵ samples a side.
 
-Run: ``python benchmarks/bench_abtest.py [TRIALS]``
+Run: ``python benchmarks/bench_abtest.py [TRIALS] [--quick]``  (``--quick``: 3 trials, the textbook
+bootstrap at 10³ only: a few seconds)
 """
 
 from __future__ import annotations
@@ -83,10 +84,10 @@ def main(trials: int = 40) -> None:
         print(f"{label:<30}" + "".join(f"{c:>{w}}" for c, w in zip(
             [f"{n}/{trials} ({n / trials:.0%})" for n in counts], (18, 22, 20))))
 
-    bootstrap_cost()
+    bootstrap_cost(textbook_up_to=1_000 if trials < 10 else 10_000)
 
 
-def bootstrap_cost() -> None:
+def bootstrap_cost(textbook_up_to: int = 10_000) -> None:
     """The speedup interval's cost by sample size: each side's resampled medians drawn from
     their order statistics (one bootstrap for ab_test and LatencyStats), beside the textbook
     resampling of n indices per resample where it fits in memory (goal: 10⁵ a side < 50 ms)."""
@@ -96,7 +97,7 @@ def bootstrap_cost() -> None:
         a, b = rng.lognormal(0, 0.1, n), rng.lognormal(0.1, 0.1, n)
         ours = min(_seconds(bootstrap_ratio_ci, a, b) for _ in range(3))
         line = f"  {n:>7,} samples a side: {ours * 1e3:7.1f} ms"
-        if n <= 10_000:
+        if n <= textbook_up_to:
             textbook = _seconds(_textbook_ratio_ci, a, b)
             line += f"   textbook resampling {textbook * 1e3:8.1f} ms ({textbook / ours:.0f}×)"
         print(line)
@@ -116,4 +117,5 @@ def _textbook_ratio_ci(a: np.ndarray, b: np.ndarray, resamples: int = 2000) -> t
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 40)
+    numbers = [a for a in sys.argv[1:] if a.isdigit()]
+    main(int(numbers[0]) if numbers else (3 if "--quick" in sys.argv else 40))

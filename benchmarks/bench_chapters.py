@@ -8,6 +8,7 @@ waited for (``RUSAGE_CHILDREN``: chapter 05's roofline child). Kernel + child is
 of the two together: the child runs while the kernel is still small, but Binder counts both.
 
     .venv/bin/python benchmarks/bench_chapters.py [chapter ...]   (e.g. 05_bottlenecks; default all)
+    .venv/bin/python benchmarks/bench_chapters.py --quick         (01_parameters only: CI's check)
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from nbclient import NotebookClient
 
 REPO = Path(__file__).resolve().parent.parent
 BUDGET_SECONDS, BUDGET_MB, BINDER_MB = 30.0, 700.0, 1000.0
+QUICK_CHAPTER = "01_parameters"
 
 
 def kernel_peak_mb(client: NotebookClient) -> float:
@@ -56,7 +58,9 @@ def run(path: Path) -> tuple[float, float, float]:
 
 
 def main() -> None:
-    chosen = set(sys.argv[1:])
+    chosen = {a for a in sys.argv[1:] if not a.startswith("--")}
+    if "--quick" in sys.argv and not chosen:
+        chosen = {QUICK_CHAPTER}
     print(f"{'chapter':<16} {'seconds':>8} {'of 30 s':>8} {'peak MB':>8} {'child MB':>9} "
           f"{'together':>9} {'of 700 MB':>10} {'of Binder 1 GB':>15}")
     for path in sorted((REPO / "solutions").glob("*/*.ipynb")):

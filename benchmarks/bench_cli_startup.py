@@ -85,4 +85,5 @@ def main(rounds: int = 21) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 21)
+    numbers = [a for a in sys.argv[1:] if a.isdigit()]
+    main(int(numbers[0]) if numbers else (2 if "--quick" in sys.argv else 21))

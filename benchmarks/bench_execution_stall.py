@@ -8,6 +8,7 @@ times the median; the goal is slowest ≤ 2× median and no cell near the timeou
 
     .venv/bin/python benchmarks/bench_execution_stall.py            # 20 runs of each chapter
     .venv/bin/python benchmarks/bench_execution_stall.py --book 20  # and 20 book builds
+    .venv/bin/python benchmarks/bench_execution_stall.py --quick    # one run of chapter 01
 """
 
 from __future__ import annotations
@@ -66,11 +67,16 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=20, help="runs of each chapter")
     parser.add_argument("--timeout", type=int, default=30, help="nbclient cell timeout (s)")
     parser.add_argument("--book", type=int, default=0, help="book builds (default none)")
+    parser.add_argument("--quick", action="store_true", help="one run of chapter 01 only")
     args = parser.parse_args()
+    if args.quick:
+        args.runs = 1
     print(f"{'chapter':<16} {'runs':>4} {'median':>8} {'slowest':>8} {'ratio':>8} "
           f"{'stalls':>6}  (seconds; stall = a cell ≥ 90% of the {args.timeout} s timeout)")
     ok = True
     for path in sorted((REPO / "solutions").glob("*/*.ipynb")):
+        if args.quick and path.parent.name != "01_parameters":
+            continue
         runs = [run_chapter(path, args.timeout) for _ in range(args.runs)]
         ok &= report(path.parent.name, [t for t, _ in runs], [c for _, c in runs], args.timeout)
     if args.book:

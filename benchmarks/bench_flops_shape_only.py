@@ -5,10 +5,12 @@ Builds ``models.gpt2("xl", shape_only=True)`` and counts its forward and backwar
 Python/numpy memory with tracemalloc. The float32 weights that a real build would allocate
 (count_parameters × 4 bytes ≈ 6.2 GB) are printed next to the traced peak, as a ratio.
 
-Run: ``python benchmarks/bench_flops_shape_only.py``
+Run: ``python benchmarks/bench_flops_shape_only.py [--quick]``  (``--quick``: best of 1, not 5)
 """
 
 from __future__ import annotations
+
+import sys
 
 import numpy as np
 
@@ -18,7 +20,7 @@ from tinyprof.roofline import best_seconds
 from tinyprof.units import format_bytes, format_si
 
 INPUT_SHAPE = (1, 1024)
-REPEATS = 5
+REPEATS = 1 if "--quick" in sys.argv else 5
 
 
 def main() -> None:

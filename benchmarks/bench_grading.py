@@ -9,7 +9,8 @@
    with ``--jobs 1`` and with ``--jobs J``: wall time, speedup, and whether grades.csv is
    byte-identical.
 
-Run: ``.venv/bin/python benchmarks/bench_grading.py [--cohort 30] [--jobs 2] [--repeat 3]``.
+Run: ``.venv/bin/python benchmarks/bench_grading.py [--cohort 30] [--jobs 2] [--repeat 3]``;
+``--quick`` times only bare and sandboxed nbclient, once each (CI's check that it runs).
 """
 
 from __future__ import annotations
@@ -97,17 +98,34 @@ def cohort(scratch: Path, size: int) -> Path:
     return root
 
 
+def quick(scratch: Path) -> None:
+    notebook = samples.notebook(samples.solutions())
+    folder = scratch / "quick"
+    folder.mkdir()
+    (folder / samples.NOTEBOOK).write_bytes(notebook)
+    bare = timed(bare_nbclient, notebook, folder)
+    sandboxed = timed(bare_nbclient, notebook, folder, sandboxed=True)
+    print(f"one chapter-01 notebook, once each: bare nbclient {bare:.2f} s, kernel in the "
+          f"sandbox {sandboxed:.2f} s: {sandboxed / bare:.2f}× bare (one run each, the first "
+          "paying for cold caches: a check that grading runs, not a measurement of its cost)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cohort", type=int, default=30)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--quick", action="store_true",
+                        help="bare vs sandboxed nbclient on one notebook, once")
     args = parser.parse_args()
     course.ensure_tools_on_path()
     warnings.filterwarnings("ignore", module="nbgrader")  # SQLAlchemy 2 noise
     print(f"machine: {os.cpu_count()} CPUs; Python {sys.version.split()[0]}")
     with tempfile.TemporaryDirectory(prefix="bench-grading-") as tmp:
         scratch = Path(tmp)
+        if args.quick:
+            quick(scratch)
+            return
         single = one_notebook(scratch, args.repeat)
         bare = single["bare nbclient execution"]
         print(f"\none chapter-01 notebook, median of {args.repeat}:")

@@ -3,11 +3,13 @@
 Prints, for the MLP and a small GPT, float32 and float64, and SGD / momentum / Adam, each
 component's measured bytes, predicted bytes and their ratio (1.000 = the formula is exact), then
 the largest batch that fits Binder's 2 GB: measured fit for the small GPT, formulas for GPT-2
-small (shape-only). Run: ``python benchmarks/bench_memory_components.py``.
+small (shape-only). Run: ``python benchmarks/bench_memory_components.py [--quick]``
+(``--quick``: float32 only, and the largest-batch search skipped).
 """
 
 from __future__ import annotations
 
+import sys
 import time
 
 import numpy as np
@@ -29,10 +31,10 @@ def cases(dtype):
         rng.integers(0, 1000, size=(4, 64))
 
 
-def component_ratios() -> None:
+def component_ratios(dtypes=(np.float32, np.float64)) -> None:
     rows = []
     worst = 0.0
-    for dtype in (np.float32, np.float64):
+    for dtype in dtypes:
         for label, model, x in cases(dtype):
             for optimizer in ("sgd", "momentum", "adam"):
                 report = training_memory(model, x, optimizer=optimizer)
@@ -91,6 +93,9 @@ def batch_sizes() -> None:
 
 
 if __name__ == "__main__":
-    component_ratios()
-    detail()
-    batch_sizes()
+    if "--quick" in sys.argv:
+        component_ratios((np.float32,))
+    else:
+        component_ratios()
+        detail()
+        batch_sizes()

@@ -7,7 +7,7 @@ Printed beside it: the profiler's own lower bound (calls × overhead per call / 
 measured cost of entering and leaving the block, and the
 coverage (Σ per-layer self time / wall time of the block; goal ≥ 0.9).
 
-Run: ``python benchmarks/bench_profiler.py [PAIRS]``
+Run: ``python benchmarks/bench_profiler.py [PAIRS] [--quick]``  (``--quick``: 3 pairs)
 """
 
 from __future__ import annotations
@@ -65,4 +65,5 @@ def main(pairs: int = 30) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 30)
+    numbers = [a for a in sys.argv[1:] if a.isdigit()]
+    main(int(numbers[0]) if numbers else (3 if "--quick" in sys.argv else 30))

@@ -18,7 +18,8 @@ them: the machine drifted between the runs, which the check must not take for a 
 Last, a baseline saved with rounds=5 and one edited by hand are run through the command line:
 both must be refused (exit status 2), never "OK".
 
-Run: ``python benchmarks/bench_regression.py [TRIALS] [--drift]``   (about 15 s for 30 trials)
+Run: ``python benchmarks/bench_regression.py [TRIALS] [--drift] [--quick]``   (about 15 s for 30
+trials; ``--quick``: 1 trial, the slowdown calibrated in 40 rounds)
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ TOLERANCE = 0.05
 SLOWDOWN = 0.20
 
 
-def slowed_by(model, x: np.ndarray, target: float):
+def slowed_by(model, x: np.ndarray, target: float, rounds: int = 100):
     """``model`` plus the same model on the first k rows, k chosen so that the interleaved
     median ratio is 1 + target; returns (the slower callable, its measured slowdown)."""
     def with_extra(rows: int):
@@ -61,7 +62,7 @@ def slowed_by(model, x: np.ndarray, target: float):
 
     rows = max(1, int(target * len(x)))
     for _ in range(8):
-        measured = 1 / tp.ab_test(model, with_extra(rows), x, rounds=100).speedup - 1
+        measured = 1 / tp.ab_test(model, with_extra(rows), x, rounds=rounds).speedup - 1
         if abs(measured - target) < 0.02:
             break
         rows = int(np.clip(round(rows * target / max(measured, 0.01)), 1, len(x)))
@@ -91,15 +92,16 @@ def judged_raw(now, baseline_path: Path) -> str:
     return {"slower": "regressed", "faster": "improved"}.get(verdict, "unchanged")
 
 
-def main(trials: int = 30, drift: bool = False) -> None:
+def main(trials: int = 30, drift: bool = False, quick: bool = False) -> None:
     digits = datasets.digits(seed=0)
     model = models.mlp((64, 128, 64, 10))
     train_classifier(model, digits.x_train, digits.y_train, epochs=5, seed=0)
     data = (digits.x_test, digits.y_test)
-    slower, rows = slowed_by(model, digits.x_test, SLOWDOWN)
-    measured = 1 / tp.ab_test(model, slower, digits.x_test, rounds=300).speedup - 1
+    slower, rows = slowed_by(model, digits.x_test, SLOWDOWN, 40 if quick else 100)
+    check_rounds = 40 if quick else 300
+    measured = 1 / tp.ab_test(model, slower, digits.x_test, rounds=check_rounds).speedup - 1
     print(f"model: MLP 64-128-64-10 on {len(digits.x_test)} digits; the slower model also runs "
-          f"it on {rows} extra rows: {measured:+.1%} in 300 interleaved rounds (target "
+          f"it on {rows} extra rows: {measured:+.1%} in {check_rounds} interleaved rounds (target "
           f"{SLOWDOWN:+.0%})")
     print(f"{trials} trials, rounds={ROUNDS}, tolerance ±{TOLERANCE:.0%}, load average "
           f"{os.getloadavg()[0]:.2f} at the start"
@@ -125,7 +127,7 @@ def main(trials: int = 30, drift: bool = False) -> None:
         elapsed = time.perf_counter() - start
 
         print(f"{'':34}{'check_regression':>18}{'raw samples as one A/B':>26}")
-        goal = f"≥ {trials - 2}"
+        goal = f"≥ {max(trials - 2, 1)}"
         rows_out = [
             ("same model: false alarms", same["regressed"] + same["improved"],
              same_raw["regressed"] + same_raw["improved"], "≤ 1"),
@@ -164,4 +166,6 @@ def main(trials: int = 30, drift: bool = False) -> None:
 
 if __name__ == "__main__":
     numbers = [a for a in sys.argv[1:] if a.isdigit()]
-    main(int(numbers[0]) if numbers else 30, drift="--drift" in sys.argv)
+    quick = "--quick" in sys.argv
+    main(int(numbers[0]) if numbers else (1 if quick else 30), drift="--drift" in sys.argv,
+         quick=quick)

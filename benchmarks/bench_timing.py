@@ -1,7 +1,8 @@
 """How much does tinyprof's timing harness cost, does it agree with timeit, and how often does
 it cry "unstable" on a function that is not?
 
-Run: python benchmarks/bench_timing.py   (about 30 s; prints numbers, asserts nothing)
+Run: python benchmarks/bench_timing.py [--quick]  (about 30 s; prints numbers, asserts nothing;
+``--quick``: 1 agreement round and 2 runs per false-alarm row, a few seconds)
 
 1. Timer overhead: perf_counter's claimed resolution, the measured cost of one read, what one
    sample costs on top of the function, and what computing the statistics costs.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import os
 import statistics
+import sys
 import time
 import timeit
 
@@ -25,7 +27,9 @@ from tinyprof.timing import LatencyStats, measure_latency, timer_overhead
 from tinyprof.timing.harness import make_block
 from tinyprof.units import format_seconds
 
-RUNS = 20
+QUICK = "--quick" in sys.argv
+RUNS = 2 if QUICK else 20
+AGREEMENT_ROUNDS = 1 if QUICK else 5
 
 
 def load() -> str:
@@ -72,9 +76,9 @@ def one_ms_function():
 
 def agreement(fn, size: int) -> None:
     print(f"\n2. tinyprof vs timeit on np.sin(x).sum(), x of {size:,} float64 (~1 ms), "
-          "5 interleaved rounds")
+          f"{AGREEMENT_ROUNDS} interleaved round(s)")
     ratios = []
-    for round_ in range(5):
+    for round_ in range(AGREEMENT_ROUNDS):
         ours = measure_latency(fn, warmup=10, iterations=100)
         timer = timeit.Timer(fn)
         timer.repeat(repeat=10, number=1)  # the same warm-up
@@ -98,7 +102,7 @@ def false_alarms(name: str, fn) -> None:
         robust.append(s.cv_inliers)
         plain_rule += s.cv > 0.10 or s.iqr / s.median > 0.10
         for kind in kinds:
-            kinds[kind] += any(w.startswith(kind) for w in s.warnings)
+            kinds[kind] += any(w.kind.startswith(kind) for w in s.warnings)
     print(f"   {name:24s} 'unstable' {kinds['unstable']}/{RUNS}, 'outliers' "
           f"{kinds['outliers']}/{RUNS}, 'busy machine' {kinds['busy']}/{RUNS}; "
           f"plain CV-or-IQR rule {plain_rule}/{RUNS}; median CV {statistics.median(cvs):.1%}, "

@@ -1,18 +1,30 @@
 """The library's layers: every import inside tinyprof/ points down, and nothing imports in a
 cycle. A module may import modules of its own layer or of the layers below it, never above.
 
-    base       units, table, ops, amdahl, datasets,       numbers, formatting, pure formulas;
-               pytorch.dispatch                           "is this torch?" without torch
-    nn         nn.*, optim                                 layers with forward and backward
-    models     models, training, variants                 the model zoo and what runs it
-    analysis   params, shapes, flops, memory              counted or predicted by shape
-               (and the torch wing's params, flops, memory)
-    measuring  timing, roofline, layer_profiler,          measured on this machine
-               bottlenecks, scaling, abtest, suite,
-               regression, classic, pytorch (the rest of
-               the wing for torch modules)
-    present    plots, widgets, reports                    figures, explorers, reports
-    facade     profiler, tinyprof, testing                one object over all of it
+    base         units, table, ops, amdahl          numbers, formatting, pure formulas
+    nn           nn.*                               layers with forward and backward
+    models       models.* (builders, optim,         the model zoo and what runs it
+                 vocabulary, training, variants,
+                 datasets)
+    analysis     params, shapes, flops, memory      counted or predicted by shape
+    timing       timing.* (harness, stats,          chapter 4: measured latency, A/B tests,
+                 compare, context, abtest,          batch scaling
+                 scaling)
+    plots        plots.*                            figures of what the layers below measure
+    bottlenecks  bottlenecks.* (roofline,           chapter 5: what limits each layer
+                 layer_profiler, placement)
+    bench        bench.* (suite, regression,        chapter 6: variants side by side, baselines
+                 reports, classic)
+    widgets      widgets.*                          explorers
+    facade       profiler, tinyprof, testing        one object over all of it
+
+The torch wing (``tinyprof.pytorch``) sits in the layers of its numpy counterparts: its
+dispatch ("is this torch?" without importing torch) in base, its parameter, FLOP and memory
+counts in analysis, its timing in timing, its profiler and roofline placement in bottlenecks.
+
+Modules that moved into a wing keep their old names as aliases of the same module object
+(``tinyprof.roofline`` is ``tinyprof.bottlenecks.roofline``); inside the package every import
+uses the new name, so that this graph sees it.
 """
 
 from __future__ import annotations
@@ -26,14 +38,16 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "tinyprof"
 LAYERS = [
-    ("base", {"units", "table", "ops", "amdahl", "datasets", "pytorch.dispatch"}),
-    ("nn", {"nn", "optim"}),
-    ("models", {"models", "training", "variants"}),
+    ("base", {"units", "table", "ops", "amdahl", "pytorch.dispatch"}),
+    ("nn", {"nn"}),
+    ("models", {"models"}),
     ("analysis", {"params", "shapes", "flops", "memory", "pytorch.params", "pytorch.flops",
                   "pytorch.memory"}),
-    ("measuring", {"timing", "roofline", "layer_profiler", "bottlenecks", "scaling", "abtest",
-                   "suite", "regression", "classic", "pytorch"}),
-    ("present", {"plots", "widgets", "reports"}),
+    ("timing", {"timing", "pytorch.timing"}),
+    ("plots", {"plots"}),
+    ("bottlenecks", {"bottlenecks", "pytorch", "pytorch.profiler", "pytorch.roofline"}),
+    ("bench", {"bench"}),
+    ("widgets", {"widgets"}),
     ("facade", {"profiler", "", "testing", "remote"}),
 ]
 RANK = {top: rank for rank, (_, tops) in enumerate(LAYERS) for top in tops}
@@ -78,7 +92,57 @@ def top(module: str) -> str:
 
 
 def test_every_module_has_a_layer():
-    assert {top(m) for m in GRAPH} <= set(RANK), {top(m) for m in GRAPH} - set(RANK)
+    """And every room of the drawing exists: a new top-level module is placed deliberately."""
+    assert {top(m) for m in GRAPH} == set(RANK), {top(m) for m in GRAPH} ^ set(RANK)
+
+
+def test_the_wings_are_ordered_timing_bottlenecks_bench():
+    order = [name for name, _ in LAYERS]
+    assert order.index("timing") < order.index("bottlenecks") < order.index("bench")
+    assert not any(t.startswith(("tinyprof.bottlenecks", "tinyprof.bench"))
+                   for m in GRAPH if top(m) == "timing" for t in GRAPH[m])
+    assert not any(t.startswith("tinyprof.bench") for m in GRAPH if top(m) == "bottlenecks"
+                   for t in GRAPH[m])
+
+
+def test_no_module_imports_an_old_name():
+    """Inside the package every import names a module where it lives (an old name would be
+    an edge this graph cannot see)."""
+    from tinyprof import _MOVED
+
+    old = {f"tinyprof.{name}" for name in _MOVED}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        tree = ast.parse(text)
+        name = module_name(path)
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[:len(package.split(".")) - (node.level - 1)]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    target = node.module or ""
+                assert target not in old, f"{name} imports {target}, an old name"
+
+
+@pytest.mark.parametrize("old", ["abtest", "scaling", "roofline", "layer_profiler", "suite",
+                                 "regression", "reports", "classic", "optim", "training",
+                                 "variants", "datasets", "memory.training"])
+def test_an_old_module_name_is_the_same_module(old):
+    import importlib
+
+    from tinyprof import _MOVED
+
+    moved = importlib.import_module(f"tinyprof.{old}")
+    assert moved is importlib.import_module(f"tinyprof.{_MOVED[old]}")
+    assert moved.__spec__.name == moved.__name__ == f"tinyprof.{_MOVED[old]}"
+
+
+def test_the_command_lines_keep_their_old_names():
+    done = subprocess.run([sys.executable, "-m", "tinyprof.regression", "--help"],
+                          capture_output=True, text=True, check=True)
+    assert "usage: python -m tinyprof.regression" in done.stdout and not done.stderr
 
 
 @pytest.mark.parametrize("module", sorted(GRAPH))
@@ -111,7 +175,10 @@ def test_the_pieces_live_where_the_layers_say():
     from tinyprof import models, nn
 
     assert models.GPT is nn.GPT and nn.GPT.__module__ == "tinyprof.nn.gpt"
-    assert models.random_input.__module__ == "tinyprof.models"
+    assert models.random_input.__module__ == "tinyprof.models.builders"
+    assert tinyprof.ab_test.__module__ == "tinyprof.timing.abtest"
+    assert tinyprof.place_layers.__module__ == "tinyprof.bottlenecks.placement"
+    assert tinyprof.check_regression.__module__ == "tinyprof.bench.regression"
     assert tinyprof.plots.plot_latency.__module__ == "tinyprof.plots.latency"
     timing_files = (PACKAGE / "timing").rglob("*.py")
     assert not any("matplotlib" in f.read_text(encoding="utf-8") for f in timing_files)
@@ -136,3 +203,25 @@ def test_the_torch_wing_and_its_dispatch_never_import_torch():
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True).stdout.strip()
     assert loaded == "False"
+
+
+def test_one_figure_policy():
+    """Every figure tinyprof draws is made by plots.style.new_figure (made by pyplot, closed at
+    once): no other module creates one (plt.subplots, plt.figure or Figure(...)), and drawing
+    leaves pyplot's list of figures as it was."""
+    import re
+
+    made = re.compile(r"plt\.subplots\(|plt\.figure\(|[^.\w]Figure\(")
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path == PACKAGE / "plots" / "style.py":
+            continue
+        found = made.findall(path.read_text(encoding="utf-8"))
+        assert not found, f"{module_name(path)} makes a figure itself ({found}): use new_figure"
+    code = ("import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot as plt\n"
+            "import tinyprof as tp\n"
+            "stats = tp.timing.LatencyStats.from_samples([1e-3, 1.1e-3, 1.2e-3, 0.9e-3])\n"
+            "figs = [tp.plots.plot_latency(stats), tp.plots.plot_amdahl(0.5)]\n"
+            "print(plt.get_fignums(), [type(f).__name__ for f in figs])")
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           check=True).stdout.strip()
+    assert shown == "[] ['DescribedFigure', 'DescribedFigure']"

@@ -19,9 +19,11 @@ def test_linear_work_from_shapes():
     work = layer_work(model, (32, 256))
     x, y, params = 32 * 256, 32 * 128, 256 * 128 + 128
     assert work[("layers.0", "forward")] == LayerWork(
-        "layers.0", "Linear", "forward", 2 * 32 * 256 * 128 + 32 * 128, (x + y + params) * 4)
+        "layers.0", "Linear", "forward", 2 * 32 * 256 * 128 + 32 * 128, (x + y + params) * 4,
+        "layers.0")
     assert work[("layers.0", "backward")] == LayerWork(
-        "layers.0", "Linear", "backward", 2 * (2 * 32 * 256 * 128), (2 * x + y + 2 * params) * 4)
+        "layers.0", "Linear", "backward", 2 * (2 * 32 * 256 * 128), (2 * x + y + 2 * params) * 4,
+        "layers.0")
     relu = work[("layers.1", "forward")]
     assert (relu.flops, relu.bytes) == (32 * 128, 2 * 32 * 128 * 4)
     assert relu.intensity == pytest.approx(0.125)
@@ -131,3 +133,32 @@ def test_roofline_explorer_profiles_real_steps_and_follows_the_sliders():
         assert bigger[(row["name"], row["phase"])]["flops"] == 2 * row["flops"]
     assert all(p.grad is None for p in gpt.parameters())
     plt.close("all")
+
+
+def test_rows_are_typed_and_joined_to_the_roofline_by_module_path():
+    """A profiler row is a frozen LayerRow (read as attributes or as a mapping) that carries the
+    layer's path; place_layers joins on path and type, so a layer of another model recorded in
+    the same block, whose display name is the same ("layers.0"), is never given this model's
+    FLOPs."""
+    from tinyprof.bottlenecks import work_by_path
+    from tinyprof.bottlenecks.layer_profiler import LayerRow
+
+    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU())
+    other = nn.Sequential(nn.ReLU())             # its ReLU is also called "layers.0"
+    x = np.ones((4, 8), dtype=np.float32)
+    with LayerProfiler() as prof:
+        model(x)
+        other(x)
+    rows = prof.rows()
+    assert all(isinstance(r, LayerRow) for r in rows)
+    linear = next(r for r in rows if r.type == "Linear")
+    assert (linear.path, linear["name"], dict(linear)["calls"]) == ("layers.0", "layers.0", 1)
+    impostor = next(r for r in rows if r.type == "ReLU" and r.name == "layers.0")
+    assert impostor.path == "layers.0"
+    with pytest.raises(KeyError, match="not 'self'"):
+        linear["self"]
+    placed = place_layers(prof, model, x.shape, PEAKS).to_records()
+    assert sorted((r["name"], r["type"]) for r in placed) == [("layers.0", "Linear"),
+                                                            ("layers.1", "ReLU")]
+    assert set(work_by_path(model, x.shape)) == {(p, phase) for p in ("layers.0", "layers.1")
+                                                 for phase in ("forward", "backward")}

@@ -295,8 +295,12 @@ def test_every_built_in_layer_has_a_formula():
     for layer_type in layer_types:
         layer = object.__new__(layer_type)
         assert lookup(layer) in (no_own_work, *vars(flops_formulas).values()), layer_type
-        described = SHAPE_RULES.find(layer) or CONTAINER_FLOWS.find(layer)
-        assert described[0].__module__ == "tinyprof.shapes.rules", layer_type
+        # a layer states its own output shape (Module.output_shape, which its forward checks
+        # with); a container's flow is in tinyprof.shapes.rules; no built-in needs a shape rule
+        assert SHAPE_RULES.find(layer) is None, layer_type
+        flow = CONTAINER_FLOWS.find(layer)
+        assert (flow is not None and flow[0].__module__ == "tinyprof.shapes.rules") or (
+            layer_type.output_shape is not nn.Module.output_shape), layer_type
 
 
 def test_unknown_layer_raises_a_named_error_that_says_how_to_register():
@@ -423,3 +427,81 @@ def test_record_attributes_calls_to_tags_and_scopes():
     assert record.flops_by_scope("backward") == {"layer": 48}
     tag, a_shape, b_shape, flops = record.calls[0]
     assert (tag, a_shape, b_shape, flops) == ("forward", (2, 3), (3, 4), 48)
+
+
+def test_formulas_overlay_the_registry_for_one_call_only():
+    """count_flops(..., formulas={Layer: f}) as torch's FlopCounterMode(custom_mapping=...):
+    the overlay wins for that call (and for subclasses with no nearer formula), the registry
+    is untouched, and a bad overlay is refused by name."""
+    model = models.mlp((8, 4, 2), shape_only=True)
+    registered = count_flops(model, (3, 8))
+    assert registered == 2 * 3 * (8 * 4 + 4 * 2)
+
+    def half(layer, x, y):   # e.g. a sparse kernel that skips half the multiply-accumulates
+        return LayerFlops(matmul=3 * layer.in_features * layer.out_features,
+                          grad_input=0, grad_weight=0)
+
+    assert count_flops(model, (3, 8), formulas={nn.Linear: half}) == registered // 2
+    assert count_flops(model, (3, 8)) == registered          # the next call: the registry's
+    assert lookup(nn.Linear(2, 2, shape_only=True)) is flops_formulas.linear_flops
+    rows = flops_by_layer(model, (3, 8), formulas={nn.Linear: half})
+    assert [r.matmul for r in rows if r.type == "Linear"] == [3 * 8 * 4, 3 * 4 * 2]
+
+    class Wide(nn.Linear):   # a subclass with no formula of its own takes its base's overlay
+        pass
+
+    assert count_flops(Wide(8, 4, shape_only=True), (3, 8), formulas={nn.Linear: half}) \
+        == 3 * 8 * 4
+    report = flop_report(model, (3, 8), formulas={nn.Linear: half})
+    assert report.footer[3] == registered // 2
+    with pytest.raises(TypeError, match="formulas keys are layer classes, got 'Linear'"):
+        count_flops(model, (3, 8), formulas={"Linear": half})
+    with pytest.raises(TypeError, match="the formula for Linear must be a function"):
+        count_flops(model, (3, 8), formulas={nn.Linear: 42})
+
+
+def test_one_mm_flops_behind_the_formulas_and_the_executed_record():
+    assert ops.mm_flops(3, 4, 5) == 2 * 3 * 4 * 5
+    with ops.record_matmuls() as record:
+        ops.matmul(np.ones((2, 3, 4)), np.ones((4, 5)))
+    assert record.flops == ops.mm_flops(2 * 3, 4, 5)
+    conv = nn.Conv2d(4, 6, 3, groups=2, padding=1, shape_only=True)
+    assert count_flops(conv, (2, 4, 8, 8)) == ops.mm_flops(2 * 8 * 8, (4 // 2) * 9, 6)
+
+
+def test_a_layer_owns_its_shape_forward_and_walk_agree():
+    """Module.output_shape is the one statement of a layer's shape contract: forward checks its
+    input with it (same ShapeError), the shape walk propagates with it, and a custom layer that
+    defines it needs no registered shape rule."""
+    from tinyprof.shapes import trace_shapes
+
+    layer = nn.Linear(128, 64, shape_only=True)
+    assert layer.output_shape((2, 7, 128)) == (2, 7, 64)
+    with pytest.raises(nn.ShapeError) as walked:
+        trace_shapes(layer, (2, 100))
+    with pytest.raises(nn.ShapeError) as ran:
+        nn.Linear(128, 64)(np.zeros((2, 100), np.float32))
+    assert str(walked.value) == str(ran.value) == \
+        "Linear expected input of shape (..., 128), got (2, 100)"
+    conv = nn.Conv2d(3, 8, 3, stride=2, shape_only=True)
+    assert [n.output_shape for n in trace_shapes(conv, (1, 3, 9, 9))] == [(1, 8, 4, 4)]
+
+    class Halve(nn.Module):
+        def output_shape(self, input_shape):
+            self.check_shape(input_shape, "(N, even)", input_shape[-1] % 2 == 0)
+            return (*input_shape[:-1], input_shape[-1] // 2)
+
+        def forward(self, x):
+            n, half = self.check_forward_input(x)
+            return x[..., :half]
+
+    register_flops(Halve)(no_own_work)
+    try:
+        model = nn.Sequential(Halve(), nn.Linear(4, 2))
+        assert [n.output_shape for n in trace_shapes(model, (3, 8))][1:] == [(3, 4), (3, 2)]
+        assert model(np.ones((3, 8), np.float32)).shape == (3, 2)
+        with pytest.raises(nn.ShapeError, match=r"Halve 'layers.0' expected input of shape "
+                                                r"\(N, even\), got \(3, 7\)"):
+            count_flops(model, (3, 7))
+    finally:
+        unregister(Halve)

@@ -457,3 +457,41 @@ def test_errors_name_the_argument():
         training_memory(models.mlp(shape_only=True), x)
     with pytest.raises(TypeError, match="model must be a tinyprof Module"):
         predict_training_memory("gpt2", (1, 8))
+
+
+def test_one_container_policy_in_both_registries():
+    """A layer made of other layers states its own work in the FLOP registry (no_own_work) and
+    what it saves in the activation registry (nothing_saved) alike: one without a formula
+    stops the count with an error that says so, and a container that keeps nothing gets no
+    row, as in the FLOP table."""
+    from tinyprof import nn
+    from tinyprof.flops import no_own_work, register_flops
+    from tinyprof.flops import unregister as unregister_flops
+    from tinyprof.memory import activation_rows, nothing_saved, register_activation_formula
+    from tinyprof.memory.activations import ACTIVATION_FORMULAS
+    from tinyprof.shapes import CONTAINER_FLOWS, register_container
+
+    class Pair(nn.Module):
+        def __init__(self):
+            self.a, self.b = nn.Linear(4, 4), nn.ReLU()
+
+        def forward(self, x):
+            return self.b(self.a(x))
+
+    @register_container(Pair)
+    def pair_flow(layer, x, visit):
+        return visit(layer.b, visit(layer.a, x))
+
+    register_flops(Pair)(no_own_work)
+    try:
+        with pytest.raises(MissingActivationFormulaError, match="nothing_saved"):
+            activation_rows(Pair(), (2, 4))
+        register_activation_formula(Pair)(nothing_saved)
+        rows, out = activation_rows(Pair(), (2, 4))
+        assert [r.type for r in rows] == ["Linear", "ReLU"] and out == (2, 4)
+        assert [r.type for r in activation_rows(nn.Sequential(nn.Linear(4, 4)), (2, 4))[0]] \
+            == ["Linear"]
+    finally:
+        unregister_flops(Pair)
+        CONTAINER_FLOWS.unregister(Pair)
+        ACTIVATION_FORMULAS.unregister(Pair)

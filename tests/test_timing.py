@@ -359,7 +359,7 @@ def test_compare_says_slower_only_when_the_cis_do_not_overlap():
     assert table.columns == ["name", "median", "95% CI", "p95", "IQR", "CV", "ratio", "verdict",
                              "warnings"]
     assert table.column("ratio") == [1.0, pytest.approx(2.0), pytest.approx(1.0, abs=0.05)]
-    assert table.column("verdict") == ["baseline", "slower", "within noise"]
+    assert table.column("verdict") == ["baseline", "slower", "no change"]
     assert compare_latency(twice, base).column("verdict")[1] == "faster"
     with pytest.raises(ValueError, match="2 labels for 3"):
         compare_latency(base, twice, same, labels=["a", "b"])
@@ -377,7 +377,7 @@ def test_latency_stats_round_trip_through_json_and_compare_with_a_saved_baseline
     slower = LatencyStats.from_samples(2 * steady, name="slower")
     verdict = compare(after, slower)
     assert verdict.ratio == pytest.approx(2.0) and verdict.speedup == pytest.approx(0.5)
-    assert verdict.verdict == "slower" and compare(after, after).verdict == "within noise"
+    assert verdict.verdict == "slower" and compare(after, after).verdict == "no change"
     assert str(verdict).startswith("slower vs forward: median")
     (tmp_path / "other.json").write_text('{"format": "something else"}')
     with pytest.raises(ValueError, match=r"other.json: not a saved LatencyStats"):
@@ -433,3 +433,27 @@ def test_the_bootstrap_of_many_samples_brackets_their_median_closely():
 def test_bootstrap_refuses_no_samples():
     with pytest.raises(ValueError, match="at least one sample"):
         bootstrap_median_ci([])
+
+
+def test_one_machine_description_and_its_differences():
+    """TimingContext describes the machine once: the suite's machine profile, the roofline's
+    context line and the regression check's warnings are all read from it."""
+    from dataclasses import replace
+
+    from tinyprof.bench.regression import machine_differences
+    from tinyprof.bench.suite import machine_profile
+    from tinyprof.timing import collect_context
+    from tinyprof.timing.context import COMPARABLE_KEYS
+
+    here = collect_context()
+    assert here.differences(here) == [] and set(here.comparable()) == set(COMPARABLE_KEYS)
+    other = replace(here, numpy="1.0.0", blas_threads=(("OMP_NUM_THREADS", "8"),),
+                    load_average=(9.0, 9.0, 9.0))
+    assert here.differences(other) == [
+        f"numpy: '1.0.0' → {here.numpy!r}",
+        f"blas_threads: {{'OMP_NUM_THREADS': '8'}} → {dict(here.blas_threads)!r}"]
+    profile = machine_profile()
+    assert {k: profile[k] for k in COMPARABLE_KEYS} == here.comparable()
+    assert machine_differences(profile, other.comparable()) == here.differences(other)
+    assert here.differences(other.comparable()) == here.differences(other)
+    assert here.hardware().startswith(f"{here.cpu}; {here.usable_cpus} usable CPUs; BLAS ")

@@ -48,3 +48,22 @@ def test_breakdown_titles_agree_with_their_quantity():
         fig = plot_breakdown(["a", "b"], [1.0, 2.0], quantity=quantity)
         assert fig.axes[0].get_title(loc="left") == title
         plt.close(fig)
+
+
+def test_one_interval_formatter():
+    from tinyprof.units import format_interval
+
+    assert format_interval((0.00123, 0.00135)) == "1.23 ms – 1.35 ms"
+    assert format_interval((1.0512, 1.1249), "ratio") == "1.05–1.12×"
+    assert format_interval((1.0512, 1.1249), "ratio", 3) == "1.051–1.125×"
+    assert format_interval((0.0101, 0.032), "change") == "+1.0% to +3.2%"
+    with pytest.raises(ValueError, match="kind is 'seconds', 'ratio' or 'change', got 'x'"):
+        format_interval((1, 2), "x")
+
+
+def test_one_percent_and_ratio_formatter():
+    from tinyprof.units import format_percent, format_ratio
+
+    assert format_percent(0.1234) == "12.3%" and format_percent(0.05, signed=True) == "+5.0%"
+    assert format_percent(-0.021, 2, signed=True) == "-2.10%"
+    assert format_ratio(1.2345) == "1.23×" and format_ratio(1.2345, 3) == "1.234×"

@@ -6,6 +6,14 @@ import nn``), then kept, so the import costs next to nothing and a session pays 
 uses (benchmarks/bench_cli_startup.py measures it against ``import numpy``). Importing
 ``tinyprof.testing``, which names every public route by reading the package's namespace, loads
 them all first, so the namespace it reads is the complete one.
+
+The library has a wing per chapter: ``timing`` (chapter 4, with ``abtest`` and ``scaling``),
+``bottlenecks`` (chapter 5: ``roofline``, ``layer_profiler``, ``placement``), ``bench``
+(chapter 6: ``suite``, ``regression``, ``reports``, ``classic``) and ``models`` (``builders``,
+``optim``, ``vocabulary``, ``training``, ``variants``, ``datasets``). A module that moved into a
+wing keeps its old name (``tinyprof.roofline``, ``tinyprof.abtest``, ``python -m
+tinyprof.regression``): the old name is an alias of the very same module object (``_MOVED``),
+so importing, patching or running either name reaches the one module.
 """
 
 import importlib
@@ -14,25 +22,37 @@ import types
 
 __version__ = "0.1.0"
 
+#: Old module name → where the module lives now (issue 22's wings); the old name is an alias.
+_MOVED = {
+    "abtest": "timing.abtest", "scaling": "timing.scaling",
+    "roofline": "bottlenecks.roofline", "layer_profiler": "bottlenecks.layer_profiler",
+    "suite": "bench.suite", "regression": "bench.regression", "reports": "bench.reports",
+    "classic": "bench.classic",
+    "optim": "models.optim", "training": "models.training", "variants": "models.variants",
+    "datasets": "models.datasets",
+    "memory.training": "memory.step",
+}
+
 #: Public name → the submodule it is defined in (imported on first use).
 _EXPORTS = {
-    **dict.fromkeys(("ABResult", "ab_test"), "abtest"),
+    **dict.fromkeys(("ABResult", "ab_test"), "timing.abtest"),
     **dict.fromkeys(("amdahl_limit", "amdahl_speedup", "required_factor"), "amdahl"),
-    **dict.fromkeys(("layer_work", "place_layers"), "bottlenecks"),
-    **dict.fromkeys(("MemoryTracker", "Timer", "profile"), "classic"),
+    **dict.fromkeys(("layer_work", "place_layers"), "bottlenecks.placement"),
+    **dict.fromkeys(("MemoryTracker", "Timer", "profile"), "bench.classic"),
     **dict.fromkeys(("arithmetic_intensity", "count_flops", "flop_report", "flops_by_layer",
                      "gflops_per_second", "measure_matmul_flops", "register_flops"), "flops"),
-    "LayerProfiler": "layer_profiler",
+    "LayerProfiler": "bottlenecks.layer_profiler",
     **dict.fromkeys(("MemoryMeasurement", "MemoryTimeline", "activation_table",
                      "max_batch_size", "measure_memory", "predict_training_memory",
                      "training_memory"), "memory"),
     **dict.fromkeys(("count_parameters", "parameter_bytes", "parameter_groups",
                      "parameter_table"), "params"),
     **dict.fromkeys(("Profiler", "quick_profile"), "profiler"),
-    "check_regression": "regression",
-    **dict.fromkeys(("BatchScaling", "batch_scaling", "best_batch_under_latency"), "scaling"),
+    "check_regression": "bench.regression",
+    **dict.fromkeys(("BatchScaling", "batch_scaling", "best_batch_under_latency"),
+                    "timing.scaling"),
     **dict.fromkeys(("register_container", "register_shape", "trace_shapes"), "shapes"),
-    **dict.fromkeys(("SuiteResult", "benchmark_suite"), "suite"),
+    **dict.fromkeys(("SuiteResult", "benchmark_suite"), "bench.suite"),
     "Table": "table",
     **dict.fromkeys(("LatencyStats", "TimingContext", "compare_latency", "measure_latency"),
                     "timing"),
@@ -43,14 +63,60 @@ _EXPORTS = {
 }
 #: Submodules reachable as attributes (``tp.nn``, ``tp.roofline``, ``tp.widgets``, ...).
 _SUBMODULES = frozenset({
-    "abtest", "amdahl", "bottlenecks", "classic", "datasets", "flops", "layer_profiler",
-    "memory", "models", "nn", "ops", "optim", "params", "plots", "profiler", "pytorch",
-    "regression", "reports", "roofline", "scaling", "shapes", "suite", "table", "timing",
-    "training", "units", "variants", "widgets",
-})
+    "amdahl", "bench", "bottlenecks", "flops", "memory", "models", "nn", "ops", "params",
+    "plots", "profiler", "pytorch", "shapes", "table", "timing", "units", "widgets",
+} | {old for old in _MOVED if "." not in old})
 #: What ``import tinyprof`` used to load with the package: loaded together by _load_all.
 _EAGER_SUBMODULES = ("flops", "memory", "models", "nn", "ops", "optim", "scaling", "shapes",
                      "timing", "variants")
+
+
+def _install_moved_names() -> None:
+    """Put a finder for the old names of moved modules at the end of ``sys.meta_path`` (after
+    the path finder, so a real file always wins). Its spec's loader hands over the module that
+    lives at the new name (``create_module``) and leaves it as it is (``exec_module`` puts back
+    the module's own ``__spec__``, which the import system overwrote); ``get_code`` serves
+    ``python -m OLD``, run with the new module's package so its relative imports resolve. The
+    classes live only in this function: the package's namespace holds no finder that
+    ``tinyprof.testing`` would list among the routes it switches off."""
+    from importlib.machinery import ModuleSpec
+
+    class AliasSpec(ModuleSpec):
+        @property
+        def parent(self) -> str:
+            return self.loader.target.rpartition(".")[0]
+
+    class Alias:
+        def __init__(self, target: str):
+            self.target = target
+
+        def create_module(self, spec):
+            module = importlib.import_module(self.target)
+            self.own_spec = module.__spec__
+            return module
+
+        def exec_module(self, module) -> None:
+            module.__spec__ = self.own_spec
+
+        def get_code(self, fullname: str):
+            spec = importlib.import_module(self.target).__spec__
+            return spec.loader.get_code(self.target)
+
+    class MovedNames:
+        def find_spec(self, fullname: str, path=None, target=None):
+            old = fullname[len(__name__) + 1:] if fullname.startswith(__name__ + ".") else None
+            if old not in _MOVED:
+                return None
+            new = f"{__name__}.{_MOVED[old]}"
+            origin = importlib.util.find_spec(new).origin
+            return AliasSpec(fullname, Alias(new), origin=origin)
+
+    import importlib.util  # noqa: F401 - find_spec above
+
+    sys.meta_path.append(MovedNames())
+
+
+_install_moved_names()
 
 
 def __getattr__(name: str):
@@ -59,7 +125,7 @@ def __getattr__(name: str):
     if home is not None:
         value = getattr(importlib.import_module(f".{home}", __name__), name)
     elif name in _SUBMODULES:
-        value = importlib.import_module(f".{name}", __name__)
+        value = importlib.import_module(f".{_MOVED.get(name, name)}", __name__)
     else:
         raise AttributeError(f"module 'tinyprof' has no attribute {name!r}")
     globals()[name] = value

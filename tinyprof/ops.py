@@ -93,11 +93,19 @@ def scoped(scope: str) -> Iterator[None]:
         _scope_stack.pop()
 
 
+def mm_flops(rows: int, inner: int, cols: int) -> int:
+    """FLOPs of a (rows × inner) · (inner × cols) matrix multiply: 2·rows·inner·cols, one
+    multiply and one add per multiply-accumulate. The one place this product is written: the
+    FLOP formulas (:mod:`tinyprof.flops.formulas`) and :func:`matmul`'s record both use it."""
+    return 2 * int(rows) * int(inner) * int(cols)
+
+
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``a @ b`` (numpy broadcasting rules); logs 2·prod(out.shape)·K FLOPs when recording."""
+    """``a @ b`` (numpy broadcasting rules); logs mm_flops(out.size, K, 1) = 2·prod(out.shape)·K
+    FLOPs when recording (every output element is a K-long dot product)."""
     out = np.matmul(a, b)
     if _recorders:
-        flops = 2 * int(out.size) * int(a.shape[-1])
+        flops = mm_flops(out.size, a.shape[-1], 1)
         call = MatmulCall(_tag_stack[-1], tuple(a.shape), tuple(b.shape), flops)
         for record in _recorders:
             record.calls.append(call)

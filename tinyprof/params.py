@@ -9,7 +9,7 @@ import numpy as np
 from .nn.module import Module
 from .pytorch.dispatch import is_torch_module
 from .table import Table
-from .units import format_bytes
+from .units import format_bytes, format_percent
 
 
 def count_parameters(model: Module) -> int:
@@ -105,5 +105,5 @@ def parameter_groups(model: Module, key: Callable[[str], str]) -> Table:
     rows = [[g, counts[g], counts[g] / total, nbytes[g]]
             for g in sorted(counts, key=counts.get, reverse=True)]
     return Table(["group", "parameters", "share", "bytes"], rows,
-                 formats={"share": lambda v: f"{v:.1%}", "bytes": format_bytes},
+                 formats={"share": format_percent, "bytes": format_bytes},
                  footer=["total", sum(counts.values()), 1.0, sum(nbytes.values())])

@@ -16,15 +16,15 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .bottlenecks.layer_profiler import LayerProfiler
+from .bottlenecks.roofline import machine_peaks
 from .flops import count_flops
-from .layer_profiler import LayerProfiler
 from .memory import TrainingMemory, training_memory
-from .models import random_input
+from .models.builders import random_input
 from .nn.module import Module
 from .nn.state import KeptState
 from .params import count_parameters, parameter_bytes
 from .pytorch.dispatch import torch_loaded
-from .roofline import machine_peaks
 from .table import Table
 from .timing import measure_latency
 

@@ -53,6 +53,37 @@ def format_count(n: float) -> str:
     return f"{int(value):,}"
 
 
+def format_percent(value: float, digits: int = 1, *, signed: bool = False) -> str:
+    """A share or a relative change as a percent: 0.1234 → '12.3%'; ``signed`` for a change:
+    +0.05 → '+5.0%'."""
+    return f"{value:+.{digits}%}" if signed else f"{value:.{digits}%}"
+
+
+def format_ratio(value: float, digits: int = 2) -> str:
+    """A speedup or a ratio of two times: 1.234 → '1.23×'."""
+    return f"{value:.{digits}f}×"
+
+
+def format_interval(interval: tuple[float, float], kind: str = "seconds",
+                    digits: int = 2) -> str:
+    """One interval, written one way everywhere a report prints one:
+
+    - ``"seconds"``: '1.2 ms – 1.35 ms' (each end by :func:`format_seconds`);
+    - ``"ratio"``: '1.05–1.12×' (a speedup's interval, ``digits`` decimals);
+    - ``"change"``: '+1.0% to +3.2%' (a relative change's interval, signed percents with
+      ``digits - 1`` decimals).
+    """
+    low, high = interval
+    if kind == "seconds":
+        return f"{format_seconds(low)} – {format_seconds(high)}"
+    if kind == "ratio":
+        return f"{low:.{digits}f}–{format_ratio(high, digits)}"
+    if kind == "change":
+        return (f"{format_percent(low, digits - 1, signed=True)} to "
+                f"{format_percent(high, digits - 1, signed=True)}")
+    raise ValueError(f"format_interval: kind is 'seconds', 'ratio' or 'change', got {kind!r}")
+
+
 def format_si(n: float, unit: str = "") -> str:
     """Short SI form for large quantities: 2.9e11 FLOPs → '291.6 G'."""
     for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):

@@ -8,14 +8,14 @@ ones. Shapes come from :func:`tinyprof.shapes.trace_shapes`; the formulas live i
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from ..nn.module import Module
 from ..pytorch.dispatch import is_torch_module
 from ..shapes import ROOT_NAME, Node, trace_shapes
 from ..table import Table
 from ..units import format_si
-from .registry import LayerFlops, lookup
+from .registry import LayerFlops, LayerFormula, check_overlay, lookup
 
 
 @dataclass(frozen=True)
@@ -43,10 +43,11 @@ class LayerCount:
         return self.grad_input + self.grad_weight
 
 
-def _count(node: Node, backward: bool) -> LayerCount:
-    """Apply ``node``'s FLOP formula; check what it returned."""
+def _count(node: Node, backward: bool,
+           formulas: Mapping[type, LayerFormula] | None = None) -> LayerCount:
+    """Apply ``node``'s FLOP formula (from ``formulas`` first); check what it returned."""
     layer, x = node.layer, node.input_shape
-    flops = lookup(layer)(layer, x, node.output_shape)
+    flops = lookup(layer, formulas)(layer, x, node.output_shape)
     kind = type(layer).__name__
     if not isinstance(flops, LayerFlops):
         raise TypeError(f"the FLOP formula for {kind} '{node.name}' returned "
@@ -63,60 +64,68 @@ def _count(node: Node, backward: bool) -> LayerCount:
 
 
 def flops_by_layer(model: Module, input_shape: Sequence[int], *, backward: bool = False,
-                   skip_first_input_grad: bool = False) -> list[LayerCount]:
+                   skip_first_input_grad: bool = False,
+                   formulas: Mapping[type, LayerFormula] | None = None) -> list[LayerCount]:
     """Every layer's counted work, in forward order (containers before their children).
 
     Leaves always get a row; a container only when it does work of its own (a residual add,
     attention scores). ``skip_first_input_grad=True`` treats the model's input as not needing a
     gradient, so the first layers that read it (up to the first layer with parameters) drop
     their dX matmuls, as autograd does for an input with ``requires_grad=False``. With
-    ``backward=True`` every formula must state its backward FLOPs.
+    ``backward=True`` every formula must state its backward FLOPs. ``formulas``
+    (``{layer type: formula}``) overlays the registered formulas for this call only, as torch's
+    ``FlopCounterMode(custom_mapping=...)`` does; the registry is not changed.
     """
     if not isinstance(model, Module):
         raise TypeError(f"count FLOPs of a tinyprof Module, got {type(model).__name__}")
+    formulas = check_overlay(formulas, "flops_by_layer")
     rows = []
     for node in trace_shapes(model, input_shape, skip_first_input_grad=skip_first_input_grad):
-        row = _count(node, backward)
+        row = _count(node, backward, formulas)
         if not node.container or row.matmul or row.elementwise or row.backward:
             rows.append(row)
     return rows
 
 
 def count_flops(model: Module, input_shape: Sequence[int], backward: bool = False, *,
-                skip_first_input_grad: bool = False) -> int:
+                skip_first_input_grad: bool = False,
+                formulas: Mapping[type, LayerFormula] | None = None) -> int:
     """Matmul FLOPs (matmul, conv, attention; 2 per multiply-accumulate) of one forward pass on
     an input of ``input_shape``, or with ``backward=True`` of the backward pass alone (input and
     weight gradients). Elementwise work is left out; :func:`flop_report` lists it.
 
     Counts by shape only, so ``shape_only=True`` models work. For a GPT, ``input_shape`` is
-    (batch, seq) of token ids. Linear(128, 64) on (1, 128): 16,384. A ``torch.nn.Module`` is
-    counted by :func:`tinyprof.pytorch.count_flops` on a traced forward pass.
+    (batch, seq) of token ids. Linear(128, 64) on (1, 128): 16,384. ``formulas={Layer: f}``
+    counts ``Layer`` (and its subclasses without a nearer formula) with ``f`` for this call
+    only. A ``torch.nn.Module`` is counted by :func:`tinyprof.pytorch.count_flops` on a traced
+    forward pass.
     """
     if is_torch_module(model):
         from ..pytorch.flops import count_flops as count_torch
 
         return count_torch(model, input_shape, backward)
     rows = flops_by_layer(model, input_shape, backward=backward,
-                          skip_first_input_grad=skip_first_input_grad)
+                          skip_first_input_grad=skip_first_input_grad, formulas=formulas)
     return sum(row.backward if backward else row.matmul for row in rows)
 
 
 def flop_report(model: Module, input_shape: Sequence[int], backward: bool = False, *,
-                skip_first_input_grad: bool = False) -> Table:
+                skip_first_input_grad: bool = False,
+                formulas: Mapping[type, LayerFormula] | None = None) -> Table:
     """Per-layer FLOP table whose ``flops`` column sums to :func:`count_flops`.
 
     Forward columns: name, type, output shape, flops (matmul), macs, elementwise, % flops.
     Backward columns: name, type, output shape, grad input, grad weight, flops, % flops.
     Attention rows (type MultiHeadAttention) hold Q·Kᵀ + A·V; their projections are Linear rows
-    of their own, so each sub-total is a sum over rows. A ``torch.nn.Module`` gets
-    :func:`tinyprof.pytorch.flop_report`.
+    of their own, so each sub-total is a sum over rows. ``formulas``: as for
+    :func:`count_flops`. A ``torch.nn.Module`` gets :func:`tinyprof.pytorch.flop_report`.
     """
     if is_torch_module(model):
         from ..pytorch.flops import flop_report as torch_report
 
         return torch_report(model, input_shape, backward)
     rows = flops_by_layer(model, input_shape, backward=backward,
-                          skip_first_input_grad=skip_first_input_grad)
+                          skip_first_input_grad=skip_first_input_grad, formulas=formulas)
     total = sum(row.backward if backward else row.matmul for row in rows)
 
     def share(flops: int) -> float:

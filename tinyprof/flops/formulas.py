@@ -30,6 +30,7 @@ from ..nn import (
     TiedLMHead,
     TransformerBlock,
 )
+from ..ops import mm_flops
 from ..shapes import Shape, numel
 from .registry import LayerFlops, no_own_work, register_flops
 
@@ -42,7 +43,7 @@ def linear_flops(layer: Linear, x: Shape, y: Shape) -> LayerFlops:
 
     Backward: dX = dY·Wᵀ and dW = Xᵀ·dY, 2·rows·in·out each (db is a sum, not a matmul).
     """
-    mm = 2 * numel(x[:-1]) * layer.in_features * layer.out_features
+    mm = mm_flops(numel(x[:-1]), layer.in_features, layer.out_features)
     bias = numel(y) if layer.bias is not None else 0
     return LayerFlops(matmul=mm, elementwise=bias, grad_input=mm, grad_weight=mm,
                       note="2·rows·in·out")
@@ -57,7 +58,9 @@ def conv2d_flops(layer: Conv2d, x: Shape, y: Shape) -> LayerFlops:
     (dY·colsᵀ) cost the same as the forward each.
     """
     kh, kw = layer.kernel_size
-    mm = 2 * numel(y) * (layer.in_channels // layer.groups) * kh * kw
+    # im2col: (N·Ho·Wo) rows of (C/groups)·kh·kw patch values times O filters
+    mm = mm_flops(numel(y) // layer.out_channels, (layer.in_channels // layer.groups) * kh * kw,
+                  layer.out_channels)
     bias = numel(y) if layer.bias is not None else 0
     return LayerFlops(matmul=mm, elementwise=bias, grad_input=mm, grad_weight=mm,
                       note="2·N·O·Ho·Wo·(C/g)·kh·kw")
@@ -72,7 +75,7 @@ def relu_flops(layer: ReLU, x: Shape, y: Shape) -> LayerFlops:
 def _inference_linear(layer, x: Shape, y: Shape, note: str) -> LayerFlops:
     """2·rows·in·out matmul FLOPs and 2 elementwise FLOPs per output (1 without a bias)."""
     extra = numel(y) * (2 if layer.bias is not None else 1)
-    return LayerFlops(matmul=2 * numel(x[:-1]) * layer.in_features * layer.out_features,
+    return LayerFlops(matmul=mm_flops(numel(x[:-1]), layer.in_features, layer.out_features),
                       elementwise=extra, note=note)
 
 
@@ -138,7 +141,7 @@ def tied_lm_head_flops(layer: TiedLMHead, x: Shape, y: Shape) -> LayerFlops:
     Backward: dh = dlogits·E and dE = dlogitsᵀ·h, 2·rows·d·V each.
     """
     vocab, d = layer.weight.shape
-    mm = 2 * numel(x[:-1]) * d * vocab
+    mm = mm_flops(numel(x[:-1]), d, vocab)
     return LayerFlops(matmul=mm, grad_input=mm, grad_weight=mm, note="2·rows·d·V")
 
 
@@ -157,7 +160,7 @@ def attention_flops(layer: MultiHeadAttention, x: Shape, y: Shape) -> LayerFlops
     Backward: dA = dC·Vᵀ, dV = Aᵀ·dC, dQ = dS·K, dK = dSᵀ·Q, 2·B·S²·d each, 8·B·S²·d in all.
     """
     b, s, d = x
-    scores_and_av = 2 * (2 * b * s * s * d)
+    scores_and_av = 2 * mm_flops(b * s, d, s)   # QKᵀ and AV, summed over the heads
     per_score = 1 + SOFTMAX_FLOPS_PER_ELEMENT
     mask = ", causal (full S×S computed)" if layer.causal else ""
     return LayerFlops(matmul=scores_and_av, elementwise=per_score * b * layer.n_heads * s * s,

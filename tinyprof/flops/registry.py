@@ -15,7 +15,7 @@ type without one raises :class:`MissingFlopFormulaError`; nothing is ever counte
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Mapping
 
 from ..nn.module import Module
 from ..shapes import FormulaRegistry, MissingFormulaError, Shape
@@ -85,11 +85,35 @@ def unregister(layer_type: type) -> None:
     FLOP_FORMULAS.unregister(layer_type)
 
 
-def lookup(layer: Module) -> LayerFormula:
-    """The FLOP formula for ``layer``'s class or its nearest registered base."""
-    found = FLOP_FORMULAS.find(layer)
-    if found is not None:
-        return found[0]
+def check_overlay(formulas: Mapping[type, LayerFormula] | None,
+                  caller: str) -> Mapping[type, LayerFormula]:
+    """``formulas`` (a per-call ``{layer type: formula}`` overlay) after checking that every
+    key is a class and every value a function; an empty mapping for None."""
+    if formulas is None:
+        return {}
+    if not isinstance(formulas, Mapping):
+        raise TypeError(f"{caller}: formulas must be a mapping {{layer type: formula}}, got "
+                        f"{type(formulas).__name__}")
+    for layer_type, formula in formulas.items():
+        if not isinstance(layer_type, type):
+            raise TypeError(f"{caller}: formulas keys are layer classes, got {layer_type!r}")
+        if not callable(formula):
+            raise TypeError(f"{caller}: the formula for {layer_type.__name__} must be a "
+                            f"function (layer, x, y) -> LayerFlops, got {formula!r}")
+    return formulas
+
+
+def lookup(layer: Module, formulas: Mapping[type, LayerFormula] | None = None) -> LayerFormula:
+    """The FLOP formula for ``layer``'s class or its nearest registered base. ``formulas``
+    overlays the registry for one call (as torch's ``FlopCounterMode(custom_mapping=...)``):
+    along the class's MRO the nearest class with a formula in either wins, the overlay first
+    at the same class; the registry itself is never changed."""
+    overlay = formulas or {}
+    for cls in type(layer).__mro__:
+        if cls in overlay:
+            return overlay[cls]
+        if cls in FLOP_FORMULAS:   # the first registered class of the MRO: find() returns it
+            return FLOP_FORMULAS.find(layer)[0]
     name = type(layer).__name__
     raise MissingFlopFormulaError(
         f"no FLOP formula for {layer.describe()} ({type(layer).__module__}.{name}). "
@@ -99,6 +123,7 @@ def lookup(layer: Module) -> LayerFormula:
         f"    def {snake_case(name)}_flops(layer, x, y):  # x, y: input and output shapes\n"
         f"        return LayerFlops(matmul=..., elementwise=..., grad_input=..., "
         f"grad_weight=...)\n"
+        f"or pass it for one call: count_flops(model, shape, formulas={{{name}: formula}}). "
         f"A layer made of other layers registers only its own work (flops.no_own_work if none) "
         f"after describing its children with tinyprof.shapes.register_container({name}).")
 

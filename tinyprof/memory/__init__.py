@@ -18,24 +18,26 @@ from .activations import (
     activation_rows,
     activation_table,
     loss_saved,
+    nothing_saved,
     register_activation_formula,
     register_loss_formula,
 )
 from .batch import BatchFit, max_batch_size
-from .trace import Mark, MemoryMeasurement, MemoryTimeline, measure_memory
-from .training import (
+from .step import (
     COMPONENTS,
     Component,
     TrainingMemory,
     predict_training_memory,
     training_memory,
 )
+from .trace import Mark, MemoryMeasurement, MemoryTimeline, measure_memory
 
 __all__ = [
     "ACTIVATION_FORMULAS", "COMPONENTS", "LOSS_FORMULAS",
     "ActivationRow", "BatchFit", "Component", "Mark", "MemoryMeasurement", "MemoryTimeline",
     "MissingActivationFormulaError", "Saved", "TrainingMemory", "activation_bytes",
     "activation_rows", "activation_table", "loss_saved", "max_batch_size", "measure_memory",
+    "nothing_saved",
     "predict_training_memory", "register_activation_formula", "register_loss_formula",
     "training_memory",
 ]

@@ -6,10 +6,13 @@ dtype, registered against the layer type it describes; shapes come from the shar
 
 * a **layer formula** ``formula(layer, x, y, dtype) -> Saved`` for a layer that saves arrays
   (:func:`register_activation_formula`); a layer the walk treats as a leaf must have one;
-* a layer made of other layers saves nothing itself unless it registers a formula (the sums of
-  a residual block are kept by nobody); registered with ``whole=True`` the formula accounts for
-  the container *and* its children (attention: one saved x is shared by the q, k and v
-  projections, so counting each projection's saved input would count it three times);
+* a layer made of other layers states what it saves itself, as the FLOP formulas have a
+  container state its own work: :func:`nothing_saved` when it keeps nothing (the sums of a
+  residual block are kept by nobody), and it gets a row only when it saves something. Registered
+  with ``whole=True`` the formula accounts for the container *and* its children (attention: one
+  saved x is shared by the q, k and v projections, so counting each projection's saved input
+  would count it three times). One policy in both registries: every layer of the walk,
+  container or leaf, has a formula in each, or the count stops with a named error;
 * a **loss formula** ``formula(loss, prediction_shape, dtype) -> Saved``
   (:func:`register_loss_formula`).
 
@@ -32,6 +35,7 @@ import numpy as np
 
 from ..nn import (
     GELU,
+    GPT,
     Conv2d,
     CrossEntropyLoss,
     Embedding,
@@ -42,7 +46,10 @@ from ..nn import (
     MSELoss,
     MultiHeadAttention,
     ReLU,
+    Residual,
+    Sequential,
     TiedLMHead,
+    TransformerBlock,
 )
 from ..shapes import FormulaRegistry, MissingFormulaError, Shape, numel, trace_shapes
 from ..table import Table
@@ -180,12 +187,25 @@ def mse_saved(loss: MSELoss, prediction: tuple[int, ...], dtype: np.dtype) -> Sa
 # -- the sum over the walk -----------------------------------------------------------------------
 
 
-def _missing(layer: Module) -> MissingActivationFormulaError:
+def nothing_saved(layer: Module, x: Shape, y: Shape, dtype: np.dtype) -> Saved:
+    """The activation formula of a container that keeps nothing itself (its children's rows
+    hold what they save)."""
+    return Saved(0, "")
+
+
+for _container in (Sequential, Residual, TransformerBlock, GPT):
+    register_activation_formula(_container)(nothing_saved)
+
+
+def _missing(layer: Module, container: bool) -> MissingActivationFormulaError:
     name = type(layer).__name__
+    extra = (f" (a layer made of other layers that keeps nothing itself registers "
+             f"tinyprof.memory.nothing_saved: register_activation_formula({name})"
+             f"(nothing_saved))" if container else "")
     return MissingActivationFormulaError(
         f"no activation formula for {layer.describe()}: register what it keeps for backward "
         f"with @tinyprof.memory.register_activation_formula({name}), "
-        f"formula(layer, x, y, dtype) -> Saved(nbytes, what)")
+        f"formula(layer, x, y, dtype) -> Saved(nbytes, what){extra}")
 
 
 def activation_rows(model: Module, input_shape: Sequence[int],
@@ -201,11 +221,11 @@ def activation_rows(model: Module, input_shape: Sequence[int],
     while index < len(nodes):
         node = nodes[index]
         found = ACTIVATION_FORMULAS.find(node.layer)
-        if found is None and not node.container:
-            raise _missing(node.layer)
-        whole = found is not None and found[1].get("whole", False)
-        if found is not None:
-            saved = found[0](node.layer, node.input_shape, node.output_shape, dtype)
+        if found is None:
+            raise _missing(node.layer, node.container)
+        whole = found[1].get("whole", False)
+        saved = found[0](node.layer, node.input_shape, node.output_shape, dtype)
+        if not node.container or saved.nbytes:   # a container only when it saves something
             rows.append(ActivationRow(node.name, type(node.layer).__name__,
                                       tuple(node.input_shape), saved.nbytes, saved.what))
         index = node.end if whole else index + 1

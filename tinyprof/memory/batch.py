@@ -25,12 +25,12 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..models import random_input
+from ..models.builders import random_input
+from ..models.optim import Optimizer
 from ..nn import Module
-from ..optim import Optimizer
 from ..table import Table
 from ..units import format_bytes
-from .training import (
+from .step import (
     check_model,
     make_loss,
     measure_step,

@@ -16,8 +16,12 @@ class ReLU(Module):
     Saves the boolean mask x > 0 for backward: one byte per element whatever the dtype.
     """
 
+    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+        """Elementwise: the output has the input's shape."""
+        return tuple(input_shape)
+
     def forward(self, x: np.ndarray) -> np.ndarray:
-        self.check_input(x, "(any)", True)
+        self.check_forward_input(x)
         self._mask = x > 0
         return np.maximum(x, 0)
 
@@ -33,8 +37,10 @@ class GELU(Module):
     dy/dx = ½·(1 + t) + ½·x·(1 − t²)·c·(1 + 3·0.044715·x²), with t the tanh above.
     """
 
+    output_shape = ReLU.output_shape
+
     def forward(self, x: np.ndarray) -> np.ndarray:
-        self.check_input(x, "(any)", True)
+        self.check_forward_input(x)
         floating(self.describe(), "its input", x)   # tanh of ints would be cast back to ints
         self._x = x
         self._t = np.tanh(_GELU_C * (x + 0.044715 * x**3))

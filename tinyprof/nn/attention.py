@@ -47,10 +47,16 @@ class MultiHeadAttention(Module):
         b, _, s, _ = x.shape
         return x.transpose(0, 2, 1, 3).reshape(b, s, self.d_model)
 
+    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+        """(B, S, d) → (B, S, d). Its projections are layers of their own: the shape walk
+        follows them through the container flow in tinyprof.shapes, after this check."""
+        self.check_shape(input_shape, f"(batch, seq, {self.d_model})",
+                         len(input_shape) == 3 and input_shape[-1] == self.d_model)
+        return tuple(input_shape)
+
     def forward(self, x: np.ndarray) -> np.ndarray:
         self.check_runnable()
-        self.check_input(x, f"(batch, seq, {self.d_model})",
-                         isinstance(x, np.ndarray) and x.ndim == 3 and x.shape[-1] == self.d_model)
+        self.check_forward_input(x)
         if x.shape[1] == 0:
             raise ShapeError(f"{self.describe()}: the sequence is empty (input {x.shape}); "
                              "attention needs at least one position")

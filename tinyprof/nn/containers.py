@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .module import Module, ShapeError
@@ -52,8 +54,13 @@ class Residual(Module):
 class Flatten(Module):
     """(N, d1, d2, ...) → (N, d1·d2·...); backward reshapes the gradient back."""
 
+    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+        """(N, d1, d2, ...) → (N, d1·d2·...)."""
+        self.check_shape(input_shape, "(N, ...)", len(input_shape) >= 1)
+        return (input_shape[0], math.prod(input_shape[1:]))
+
     def forward(self, x: np.ndarray) -> np.ndarray:
-        self.check_input(x, "(N, ...)", isinstance(x, np.ndarray) and x.ndim >= 1)
+        self.check_forward_input(x)
         self._shape = x.shape
         return x.reshape(x.shape[0], -1)
 

@@ -50,7 +50,9 @@ class Conv2d(Module):
         self.bias = new_parameter((out_channels,), dtype, shape_only, rng, bound) if bias else None
 
     def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, int, int, int]:
-        """(N, out_channels, Ho, Wo) for an (N, C, H, W) input."""
+        """(N, C, H, W) → (N, O, Ho, Wo), Ho = ⌊(H + 2·pad − dil·(k − 1) − 1)/stride⌋ + 1."""
+        self.check_shape(input_shape, f"(N, {self.in_channels}, H, W)",
+                         len(input_shape) == 4 and input_shape[1] == self.in_channels)
         n, c, h, w = input_shape
         ho, wo = (conv_output_size(size, k, s, p, d) for size, k, s, p, d in zip(
             (h, w), self.kernel_size, self.stride, self.padding, self.dilation))
@@ -61,11 +63,8 @@ class Conv2d(Module):
 
     def forward(self, x: np.ndarray) -> np.ndarray:
         self.check_runnable()
-        self.check_input(x, f"(N, {self.in_channels}, H, W)",
-                         isinstance(x, np.ndarray) and x.ndim == 4
-                         and x.shape[1] == self.in_channels)
+        n, _, ho, wo = self.check_forward_input(x)
         x = as_float(x, self.weight.dtype)
-        n, _, ho, wo = self.output_shape(x.shape)
         self._input_shape = x.shape
         cols = self._im2col(x, ho, wo)                          # (N, G, K, L)
         self._cols = cols

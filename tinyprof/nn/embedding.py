@@ -22,6 +22,10 @@ class Embedding(Module):
         self.weight = new_parameter((num_embeddings, embedding_dim), dtype, shape_only, rng,
                                     scale=std * np.sqrt(3.0))
 
+    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+        """Token ids (...) → vectors (..., embedding_dim)."""
+        return (*input_shape, self.embedding_dim)
+
     def forward(self, ids: np.ndarray) -> np.ndarray:
         self.check_runnable()
         ids = np.asarray(ids)

@@ -48,11 +48,18 @@ class GPT(Module):
         self.head = TiedLMHead(self.wte.weight)
         self.set_names()
 
+    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+        """Token ids (B, S ≤ n_ctx) → logits (B, S, V). The blocks are layers of their own: the
+        shape walk follows them through the container flow in tinyprof.shapes."""
+        n_ctx = self.config.n_ctx
+        self.check_shape(input_shape, f"(batch, seq ≤ {n_ctx}) of token ids",
+                         len(input_shape) == 2 and input_shape[1] <= n_ctx)
+        return (*input_shape, self.config.vocab_size)
+
     def forward(self, ids: np.ndarray) -> np.ndarray:
         self.check_runnable()
         ids = np.asarray(ids)
-        self.check_input(ids, f"(batch, seq ≤ {self.config.n_ctx}) of token ids",
-                         ids.ndim == 2 and ids.shape[1] <= self.config.n_ctx)
+        self.check_forward_input(ids)
         positions = np.arange(ids.shape[1])
         x = self.wte(ids) + self.wpe(positions)
         for block in self.h:

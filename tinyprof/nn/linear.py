@@ -26,10 +26,16 @@ class Linear(Module):
                      if bias else None)
         self._x: np.ndarray | None = None
 
+    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+        """(..., in) → (..., out)."""
+        x = tuple(input_shape)
+        self.check_shape(x, f"(..., {self.in_features})",
+                         len(x) >= 1 and x[-1] == self.in_features)
+        return (*x[:-1], self.out_features)
+
     def forward(self, x: np.ndarray) -> np.ndarray:
         self.check_runnable()
-        ok = isinstance(x, np.ndarray) and x.ndim >= 1 and x.shape[-1] == self.in_features
-        self.check_input(x, f"(..., {self.in_features})", ok)
+        self.check_forward_input(x)
         x = as_float(x, self.weight.dtype)
         self._x = x
         y = ops.matmul(x, self.weight.data)

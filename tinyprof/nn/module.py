@@ -256,17 +256,40 @@ class Module:
         """Refuse a gradient whose shape is not the output's (no silent broadcasting)."""
         same_shape(f"{self.describe()}.backward", "the gradient", grad, expected)
 
-    def check_input(self, x: np.ndarray, expected: str, ok: bool) -> None:
-        """Raise a ShapeError naming this layer, the expected and the received shape."""
+    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+        """The shape ``forward`` returns for an input of ``input_shape``, after checking that
+        shape (a ShapeError naming this layer, the shape expected and the one received).
+
+        A layer states its shape contract here, once: its ``forward`` checks its input with it
+        (:meth:`check_forward_input`) and the shape walk of :mod:`tinyprof.shapes` propagates
+        shapes with it, so the two cannot disagree. A layer made of other layers describes how
+        shapes flow through its children with ``tinyprof.shapes.register_container``; one that
+        states neither gets a MissingShapeRuleError from the walk."""
+        raise NotImplementedError(f"{type(self).__name__} does not state its output shape: "
+                                  "define output_shape(self, input_shape)")
+
+    def check_shape(self, shape: tuple[int, ...], expected: str, ok: bool) -> None:
+        """Raise a ShapeError naming this layer, the expected and the received shape unless
+        ``ok``."""
+        if not ok:
+            raise ShapeError(f"{self.describe()} expected input of shape {expected}, got "
+                             f"{tuple(shape)}")
+
+    def check_input(self, x: np.ndarray, expected: str = "", ok: bool = True) -> None:
+        """Refuse what is not a numpy array of numbers, then (unless ``ok``) raise a ShapeError
+        naming this layer, the expected and the received shape."""
         if not isinstance(x, np.ndarray):
             raise TypeError(f"{self.describe()} expects a numpy array, got {type(x).__name__}")
         if x.dtype.kind not in "biuf":
             raise TypeError(f"{self.describe()} expects an array of numbers (bool, integer or "
                             f"floating point), got dtype {x.dtype}")
-        if not ok:
-            raise ShapeError(
-                f"{self.describe()} expected input of shape {expected}, got {tuple(x.shape)}"
-            )
+        self.check_shape(x.shape, expected, ok)
+
+    def check_forward_input(self, x: np.ndarray) -> tuple[int, ...]:
+        """:meth:`check_input`'s array checks, then :meth:`output_shape` of ``x.shape``: what
+        every layer's ``forward`` runs first. Returns the output shape."""
+        self.check_input(x)
+        return self.output_shape(x.shape)
 
     def extra_repr(self) -> str:
         return ""

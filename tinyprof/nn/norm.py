@@ -23,11 +23,15 @@ class LayerNorm(Module):
         self.weight = new_parameter((self.normalized_shape,), dtype, shape_only, rng, fill=1.0)
         self.bias = new_parameter((self.normalized_shape,), dtype, shape_only, rng, fill=0.0)
 
+    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+        """(..., d) → (..., d), normalised over the last axis."""
+        d = self.normalized_shape
+        self.check_shape(input_shape, f"(..., {d})", len(input_shape) >= 1 and input_shape[-1] == d)
+        return tuple(input_shape)
+
     def forward(self, x: np.ndarray) -> np.ndarray:
         self.check_runnable()
-        d = self.normalized_shape
-        self.check_input(x, f"(..., {d})",
-                         isinstance(x, np.ndarray) and x.ndim >= 1 and x.shape[-1] == d)
+        self.check_forward_input(x)
         x = as_float(x, self.weight.dtype)
         mean = x.mean(axis=-1, keepdims=True)
         var = x.var(axis=-1, keepdims=True)

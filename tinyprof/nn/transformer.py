@@ -48,10 +48,15 @@ class TiedLMHead(Module):
     def __init__(self, embedding_weight: Parameter):
         self.weight = embedding_weight
 
+    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+        """(..., d) → logits (..., V), with the token table E of shape (V, d)."""
+        vocab, d = self.weight.shape
+        self.check_shape(input_shape, f"(..., {d})", len(input_shape) >= 1 and input_shape[-1] == d)
+        return (*input_shape[:-1], vocab)
+
     def forward(self, h: np.ndarray) -> np.ndarray:
         self.check_runnable()
-        d = self.weight.shape[1]
-        self.check_input(h, f"(..., {d})", isinstance(h, np.ndarray) and h.shape[-1] == d)
+        self.check_forward_input(h)
         self._h = h
         return ops.matmul(h, self.weight.data.T)
 

@@ -1,7 +1,9 @@
-"""Figures: every function returns a matplotlib Figure and never calls ``plt.show()``; a notebook
-displays the returned figure, a script saves it. One look in every chapter (:mod:`.style`), and
-a text description of what each figure shows, computed from its data, which a notebook and the
-book give its image as alt text (:mod:`.describe`).
+"""Figures: every function returns a matplotlib Figure made by :func:`.style.new_figure` (one
+figure policy: made by pyplot and closed at once, so drawing changes no global state) and never
+calls ``plt.show()``; a notebook cell that ends with the figure displays it, a script saves it.
+One look in every chapter (:mod:`.style`), and a text description of what each figure shows,
+computed from its data, which a notebook and the book give its image as alt text
+(:mod:`.describe`).
 
 * batch scaling and Amdahl's law (:mod:`.scaling`);
 * where a quantity goes (:mod:`.breakdown`);
@@ -21,6 +23,7 @@ from .style import (
     FIGSIZE,
     HIGHLIGHT,
     MUTED,
+    new_figure,
     plain_log2_axis,
     plain_log_axis,
     style_axes,
@@ -28,7 +31,7 @@ from .style import (
 
 __all__ = [
     "ACCENT", "BOUND_COLORS", "DescribedFigure", "FIGSIZE", "HIGHLIGHT", "MEMORY_COLORS", "MUTED",
-    "amdahl_words", "describe_axes", "described", "figure_description",
+    "amdahl_words", "describe_axes", "described", "figure_description", "new_figure",
     "plain_log2_axis", "plain_log_axis", "plot_ab", "plot_amdahl", "plot_batch_scaling",
     "plot_breakdown", "plot_ci_funnel", "plot_latency", "plot_latency_log", "plot_memory_breakdown",
     "plot_performance_comparison", "plot_roofline", "plot_scaling", "plot_shares", "style_axes",

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib import colormaps, rcParams
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from .describe import DescribedFigure, described, listing, number, title_of
-from .style import ACCENT, FIGSIZE, HIGHLIGHT, MUTED, style_axes
+from .describe import described, listing, number, title_of
+from .style import ACCENT, FIGSIZE, HIGHLIGHT, MUTED, new_figure, style_axes
 
 
 def plot_breakdown(labels: Sequence[str], values: Sequence[float], *, quantity: str,
@@ -20,8 +20,7 @@ def plot_breakdown(labels: Sequence[str], values: Sequence[float], *, quantity: 
     labels = [labels[i] for i in order]
     vals = np.asarray(values, dtype=float)[order]
     total = vals.sum()
-    fig, ax = plt.subplots(figsize=(FIGSIZE[0], 0.45 * len(labels) + 1.2),
-                           FigureClass=DescribedFigure)
+    fig, ax = new_figure(figsize=(FIGSIZE[0], 0.45 * len(labels) + 1.2))
     bars = ax.barh(labels, vals, color=ACCENT)
     for bar, v in zip(bars, vals):
         share = v / total if total else 0.0
@@ -56,9 +55,9 @@ def plot_shares(xs: Sequence[float], parts: Mapping[str, Sequence[float]], *, xl
                          f"values and parts of lengths {[len(v) for v in parts.values()]}")
     totals = values.sum(axis=0)
     shares = 100.0 * values / np.where(totals > 0, totals, 1.0)
-    colors = [ACCENT] + [plt.cm.Greys(0.25 + 0.5 * i / max(len(parts) - 1, 1))
+    colors = [ACCENT] + [colormaps["Greys"](0.25 + 0.5 * i / max(len(parts) - 1, 1))
                          for i in range(len(parts) - 1)]
-    fig, ax = plt.subplots(figsize=FIGSIZE, FigureClass=DescribedFigure)
+    fig, ax = new_figure()
     ax.stackplot(x, shares, labels=list(parts), colors=colors, alpha=0.9)
     for i, (position, label) in enumerate(marks):
         ax.axvline(position, color=HIGHLIGHT if i == 0 else "black", ls="-" if i == 0 else "--",
@@ -112,10 +111,10 @@ def plot_memory_breakdown(bars: Mapping[str, Mapping[str, float]], *, unit: str 
         negative = {name: v for name, v in parts.items() if v < 0}
         if negative:
             raise ValueError(f"plot_memory_breakdown: bar {label!r} has negative parts {negative}")
-    cycle = iter(plt.rcParams["axes.prop_cycle"].by_key()["color"])
+    cycle = iter(rcParams["axes.prop_cycle"].by_key()["color"])
     colors = {name: MEMORY_COLORS.get(name) or next(cycle) for name in components}
     x = np.arange(len(bars))
-    fig, ax = plt.subplots(figsize=FIGSIZE, FigureClass=DescribedFigure)
+    fig, ax = new_figure()
     bottom = np.zeros(len(bars))
     stacks = []
     for name in components:

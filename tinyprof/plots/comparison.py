@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from ..units import format_bytes, format_seconds, time_unit
-from .describe import DescribedFigure, described, listing
-from .style import ACCENT, FIGSIZE, HIGHLIGHT, MUTED, plain_log_axis, style_axes
+from .describe import described, listing
+from .style import ACCENT, FIGSIZE, HIGHLIGHT, MUTED, new_figure, plain_log_axis, style_axes
 
 
 def plot_ab(result) -> Figure:
@@ -17,8 +16,7 @@ def plot_ab(result) -> Figure:
     sample of each side (jittered), with its median. Right: the speedup with its 95 % interval,
     the no-change line at 1× and the noise band shaded around it."""
     unit, scale = time_unit(max(result.baseline.median, result.candidate.median))
-    fig, (left, right) = plt.subplots(1, 2, figsize=FIGSIZE, gridspec_kw={"width_ratios": [3, 2]},
-                                      FigureClass=DescribedFigure)
+    fig, (left, right) = new_figure(1, 2, gridspec_kw={"width_ratios": [3, 2]})
     jitter = np.random.default_rng(0)
     for i, (stats, color) in enumerate(((result.baseline, MUTED), (result.candidate, ACCENT))):
         values = np.asarray(stats.samples) / scale
@@ -65,8 +63,8 @@ def plot_performance_comparison(results) -> Figure:
     names = [v.name for v in variants]
     colors = [MUTED if v.name == results.baseline else ACCENT for v in variants]
     y = np.arange(len(variants))
-    fig, axes = plt.subplots(1, 3, figsize=(FIGSIZE[0] + 2, 0.5 * len(variants) + 1.8),
-                             sharey=True, FigureClass=DescribedFigure)
+    fig, axes = new_figure(1, 3, figsize=(FIGSIZE[0] + 2, 0.5 * len(variants) + 1.8),
+                           sharey=True)
     unit, scale = time_unit(max(v.latency.median for v in variants))
     medians = np.array([v.latency.median for v in variants]) / scale
     errors = np.array([[v.latency.median - v.latency.ci[0], v.latency.ci[1] - v.latency.median]

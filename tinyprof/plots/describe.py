@@ -127,9 +127,9 @@ def display_bundle(png: bytes, description: str) -> tuple[dict, dict]:
 
 class DescribedFigure(Figure):
     """A matplotlib Figure with a text ``description`` of what it shows, which it carries into
-    the notebook as its image's alt text. tinyprof's plot functions make these with
-    ``plt.subplots(..., FigureClass=DescribedFigure)`` and set the description from their
-    data; any figure code can do the same."""
+    the notebook as its image's alt text. tinyprof's plot functions make these (through
+    :func:`tinyprof.plots.style.new_figure`) and set the description from their data; any
+    figure code can do the same (``FigureClass=DescribedFigure``)."""
 
     description: str = ""
 

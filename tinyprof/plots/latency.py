@@ -9,9 +9,9 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ..timing import LatencyStats
-from ..units import format_seconds, time_unit
-from .describe import DescribedFigure, described
-from .style import ACCENT, FIGSIZE, HIGHLIGHT, MUTED, plain_log_axis
+from ..units import format_interval, format_seconds, time_unit
+from .describe import described
+from .style import ACCENT, HIGHLIGHT, MUTED, new_figure, plain_log_axis
 
 _MARKERS = (("p50", "-"), ("p95", "--"), ("p99", ":"))
 
@@ -26,15 +26,13 @@ def plot_latency(stats: LatencyStats, *, ax=None, bins: int | str = "auto"):
         raise TypeError(f"plot_latency needs a LatencyStats, got {type(stats).__name__}")
     own = ax is None
     if own:
-        fig = DescribedFigure(figsize=FIGSIZE)
-        ax = fig.subplots()
+        fig, ax = new_figure()
     else:
         fig = ax.figure
     unit, scale = time_unit(stats.median)
     ax.hist(np.asarray(stats.samples) / scale, bins=bins, color=ACCENT, alpha=0.75)
     ax.axvspan(stats.ci[0] / scale, stats.ci[1] / scale, color=MUTED, alpha=0.35,
-               label=f"95% CI of median {format_seconds(stats.ci[0])}–"
-                     f"{format_seconds(stats.ci[1])}")
+               label=f"95% CI of median {format_interval(stats.ci)}")
     for key, style in _MARKERS:
         value = getattr(stats, key)
         ax.axvline(value / scale, color=HIGHLIGHT, ls=style, lw=1.5,

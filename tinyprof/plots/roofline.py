@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
-from .describe import DescribedFigure, described, listing, number, title_of
-from .style import ACCENT, FIGSIZE, MUTED, style_axes
+from .describe import described, listing, number, title_of
+from .style import ACCENT, FIGSIZE, MUTED, new_figure, style_axes
 
 #: Marker colour of each roofline bound.
 BOUND_COLORS = {"compute": ACCENT, "memory": "#ff7f0e", "overhead": MUTED}
@@ -32,7 +31,7 @@ def plot_roofline(peaks, points: Sequence[Mapping] = (), *, label_top: int = 5,
     low = min(0.01, min(intensities) / 2)
     high = max(1000.0, max(intensities) * 2)
     x = np.geomspace(low, high, 400)
-    fig, ax = plt.subplots(figsize=(FIGSIZE[0], 4.6), FigureClass=DescribedFigure)
+    fig, ax = new_figure(figsize=(FIGSIZE[0], 4.6))
     ax.plot(x, np.minimum(peaks.flops_per_second, x * peaks.bytes_per_second), color="black",
             lw=2, label=f"roofline: {peaks.flops_per_second / 1e9:.0f} GFLOP/s, "
                         f"{peaks.bytes_per_second / 1e9:.0f} GB/s")

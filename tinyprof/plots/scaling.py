@@ -5,14 +5,13 @@ from __future__ import annotations
 import textwrap
 from typing import Sequence
 
-import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from ..amdahl import amdahl_limit, amdahl_speedup
-from .describe import DescribedFigure, described, number
-from .style import ACCENT, FIGSIZE, HIGHLIGHT, MUTED, plain_log2_axis, style_axes
+from .describe import described, number
+from .style import ACCENT, HIGHLIGHT, MUTED, new_figure, plain_log2_axis, style_axes
 
 
 def plot_batch_scaling(batch_sizes: Sequence[int], values: Sequence[float], *,
@@ -28,8 +27,7 @@ def plot_batch_scaling(batch_sizes: Sequence[int], values: Sequence[float], *,
     if batch.shape != vals.shape or batch.size == 0:
         raise ValueError(f"plot_batch_scaling needs one value per batch size, got "
                          f"{batch.size} batch sizes and {vals.size} values")
-    fig, axes = plt.subplots(1, 2 if per_sample else 1, figsize=FIGSIZE, squeeze=False,
-                             FigureClass=DescribedFigure)
+    fig, axes = new_figure(1, 2 if per_sample else 1, squeeze=False)
     ax = axes[0, 0]
     ax.plot(batch, vals, "o-", color=ACCENT)
     plain_log2_axis(ax)
@@ -88,7 +86,7 @@ def plot_amdahl(fraction: float, factor: float | None = None, *, part: str = "th
     s = np.geomspace(1.0, max_factor, 200)
     limit = amdahl_limit(fraction)
     top = max_factor if not np.isfinite(limit) else min(max_factor, max(4.0, 1.6 * limit))
-    fig, ax = plt.subplots(figsize=FIGSIZE, FigureClass=DescribedFigure)
+    fig, ax = new_figure()
     for p in others:
         if abs(p - fraction) > 1e-9:
             curve = np.array([amdahl_speedup(p, f) for f in s])

@@ -1,4 +1,5 @@
-"""The look every tinyprof figure shares: colours, size and axis styling."""
+"""The look every tinyprof figure shares: colours, size and axis styling, and how a figure is
+made (:func:`new_figure`, the one figure policy)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,31 @@ ACCENT = "#1f77b4"
 MUTED = "#9aa5b1"
 HIGHLIGHT = "#d62728"
 FIGSIZE = (9.0, 3.6)
+
+
+def new_figure(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float] = FIGSIZE,
+               **subplots):
+    """``(figure, axes)`` for every tinyprof figure, made one way: ``plt.subplots(nrows, ncols,
+    figsize=figsize, **subplots)`` (FIGSIZE by default; ``squeeze``, ``sharey``,
+    ``gridspec_kw``, ...), which loads the backend a notebook displays figures with, then
+    ``plt.close(fig)``: pyplot forgets the figure at once, and the figure keeps an Agg canvas
+    (``fig.canvas.draw()``, ``get_renderer()``, ``savefig`` work as on any figure).
+
+    So drawing changes no global state (pyplot's list of open figures stays as the caller left
+    it, and a figure nobody keeps is freed like any object), and a figure shows once: in a
+    notebook when a cell ends with it (``fig = tp.plots.plot_roofline(...)``, then ``fig``), in
+    an explorer through :func:`tinyprof.widgets.show`; a script saves it with ``fig.savefig``.
+    Nothing calls ``plt.show()``."""
+    import matplotlib.pyplot as plt
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from .describe import DescribedFigure
+
+    subplots.setdefault("FigureClass", DescribedFigure)   # alt text from its data (describe.py)
+    fig, axes = plt.subplots(nrows, ncols, figsize=figsize, **subplots)
+    plt.close(fig)
+    FigureCanvasAgg(fig)   # closing left a bare canvas: give it one that draws (get_renderer)
+    return fig, axes
 
 
 def plain_log2_axis(ax, suffix: str = "") -> None:

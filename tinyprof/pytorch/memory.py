@@ -28,7 +28,7 @@ from __future__ import annotations
 import types
 from typing import Any, Callable
 
-from ..memory.training import Component, TrainingMemory
+from ..memory.step import Component, TrainingMemory
 from ..table import Table
 from ..units import format_bytes
 from .dispatch import is_torch_module

@@ -43,7 +43,7 @@ from _thread import get_ident
 from collections import defaultdict
 from typing import Any
 
-from ..layer_profiler import LayerCall
+from ..bottlenecks.layer_profiler import LayerCall
 from .flops import module_names
 
 _clock = time.perf_counter

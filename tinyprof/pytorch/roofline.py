@@ -20,8 +20,8 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ..amdahl import amdahl_speedup
-from ..bottlenecks import LayerWork
-from ..roofline import MachinePeaks, machine_peaks
+from ..bottlenecks.placement import LayerWork
+from ..bottlenecks.roofline import MachinePeaks, machine_peaks
 from ..table import Table
 from ..units import format_seconds, format_si
 from .flops import flops_by_module, numel

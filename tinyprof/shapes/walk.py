@@ -29,7 +29,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..nn.checks import input_shape as checked_shape
-from ..nn.module import Module, ShapeError
+from ..nn.module import Module
 from .registry import FormulaRegistry, MissingFormulaError, snake_case
 
 SHAPE_RULES = FormulaRegistry("shape rule")
@@ -55,9 +55,9 @@ def numel(shape: Sequence[int]) -> int:
 
 
 def check_shape(layer: Module, x: Sequence[int], expected: str, ok: bool) -> None:
-    """Raise a ShapeError naming the layer, the expected and the received shape unless ``ok``."""
-    if not ok:
-        raise ShapeError(f"{layer.describe()} expected input of shape {expected}, got {tuple(x)}")
+    """Raise a ShapeError naming the layer, the expected and the received shape unless ``ok``
+    (:meth:`Module.check_shape`, the same message a layer's forward gives)."""
+    layer.check_shape(tuple(x), expected, ok)
 
 
 class MissingShapeRuleError(MissingFormulaError):
@@ -73,6 +73,11 @@ def register_shape(layer_type: type, *, replace: bool = False):
         def scale_shape(layer, x):
             return x
     """
+    if (isinstance(layer_type, type) and issubclass(layer_type, Module) and not replace
+            and layer_type.output_shape is not Module.output_shape):
+        raise ValueError(f"{layer_type.__name__} already has a shape rule: its own "
+                         f"{layer_type.__name__}.output_shape, which its forward checks its "
+                         "input with. Pass replace=True to walk shapes with another rule")
     return SHAPE_RULES.register(layer_type, replace=replace)
 
 
@@ -134,13 +139,23 @@ class _Walk:
         return Shape(out, any(getattr(s, "needs_grad", True) for s in inputs))
 
 
+def _own_shape(layer: Module, x: Shape) -> tuple[int, ...]:
+    """The rule of a layer that states its shape itself: its ``output_shape``."""
+    return layer.output_shape(tuple(x))
+
+
 def _shape_rule(layer: Module) -> Callable:
+    """A registered shape rule (nearest along the MRO), else the layer's own
+    ``Module.output_shape`` when its class defines one."""
     found = SHAPE_RULES.find(layer)
+    if found is None and type(layer).output_shape is not Module.output_shape:
+        return _own_shape
     if found is None:
         name = type(layer).__name__
         raise MissingShapeRuleError(
             f"no shape rule for {layer.describe()} ({type(layer).__module__}.{name}): every "
-            f"analysis by shape needs its output shape first. Register it:\n"
+            f"analysis by shape needs its output shape first. Define "
+            f"{name}.output_shape(self, input_shape), or register it:\n"
             f"    from tinyprof.shapes import register_shape\n"
             f"    @register_shape({name})\n"
             f"    def {snake_case(name)}_shape(layer, x):  # x: the input shape\n"

@@ -5,9 +5,12 @@
 - :class:`TimingContext` records what else changes the numbers (threads, versions, load);
 - :func:`compare` (two of them, e.g. a saved baseline and a new run) and
   :func:`compare_latency` (a table of several) compare them; their figures are in
-  :mod:`tinyprof.plots`.
+  :mod:`tinyprof.plots`;
+- :mod:`.abtest`: ``ab_test``, two callables timed in interleaved rounds and judged;
+- :mod:`.scaling`: throughput and latency across batch sizes (loaded when used).
 """
 
+from .abtest import ABResult, ab_test
 from .compare import Comparison, compare, compare_latency
 from .context import BLAS_THREAD_VARIABLES, TimingContext, collect_context
 from .harness import calibrate_loops, callable_name, measure_latency, timer_overhead
@@ -22,7 +25,8 @@ from .stats import (
 )
 
 __all__ = [
-    "BLAS_THREAD_VARIABLES", "Comparison", "LatencyStats", "TimingWarning", "WARNING_KINDS",
+    "ABResult", "ab_test", "BLAS_THREAD_VARIABLES", "Comparison", "LatencyStats",
+    "TimingWarning", "WARNING_KINDS",
     "compare", "PERCENTILE_METHOD", "TimingContext", "UNSTABLE_THRESHOLD",
     "bootstrap_median_ci", "bootstrap_medians", "calibrate_loops", "callable_name",
     "collect_context", "compare_latency", "measure_latency", "timer_overhead",

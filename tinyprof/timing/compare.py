@@ -1,4 +1,9 @@
-"""Comparing LatencyStats: a verdict for two, a side-by-side table for several."""
+"""Comparing LatencyStats: a verdict for two, a side-by-side table for several.
+
+The comparison vocabulary is one for the whole library: a change is :data:`FASTER`,
+:data:`SLOWER` or :data:`NO_CHANGE` (:class:`Comparison` here, :class:`tinyprof.ab_test`'s
+``ABResult``; a regression check names them "improved", "regressed" and "unchanged").
+"""
 
 from __future__ import annotations
 
@@ -6,8 +11,12 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..table import Table
-from ..units import format_seconds
+from ..units import format_interval, format_percent, format_ratio, format_seconds
 from .stats import LatencyStats
+
+FASTER, SLOWER, NO_CHANGE = "faster", "slower", "no change"
+#: Every verdict a comparison of two timings gives.
+VERDICTS = (FASTER, SLOWER, NO_CHANGE)
 
 
 @dataclass(frozen=True)
@@ -17,7 +26,7 @@ class Comparison:
     ``ratio`` = other.median / baseline.median (below 1 is faster) and ``speedup`` = its
     inverse. ``verdict`` is "faster" or "slower" only when the two bootstrap 95% CIs of the
     median do not overlap, a conservative rule (non-overlap implies a difference at well beyond
-    95% confidence); overlapping intervals give "within noise". An A/B test with a p-value and
+    95% confidence); overlapping intervals give "no change". An A/B test with a p-value and
     a noise band is :func:`tinyprof.ab_test` (chapter 6).
     """
 
@@ -36,12 +45,12 @@ class Comparison:
 
     @property
     def verdict(self) -> str:
-        """"faster", "slower" or "within noise" (see the class docstring)."""
+        """FASTER, SLOWER or NO_CHANGE (see the class docstring)."""
         if self.other.ci[1] < self.baseline.ci[0]:
-            return "faster"
+            return FASTER
         if self.other.ci[0] > self.baseline.ci[1]:
-            return "slower"
-        return "within noise"
+            return SLOWER
+        return NO_CHANGE
 
     def __str__(self) -> str:
         name = self.other.name or "other"
@@ -76,9 +85,9 @@ def compare_latency(*stats: LatencyStats, labels: Sequence[str] | None = None) -
              "baseline" if i == 0 else compare(base, s).verdict, len(s.warnings)]
             for i, (label, s) in enumerate(zip(labels, stats, strict=True))]
     formats = {c: format_seconds for c in ("median", "p95", "IQR")}
-    formats["95% CI"] = lambda ci: f"{format_seconds(ci[0])} – {format_seconds(ci[1])}"
-    formats["CV"] = lambda cv: f"{cv:.1%}"
-    formats["ratio"] = lambda r: f"{r:.2f}×"
+    formats["95% CI"] = format_interval
+    formats["CV"] = format_percent
+    formats["ratio"] = format_ratio
     return Table(["name", "median", "95% CI", "p95", "IQR", "CV", "ratio", "verdict",
                   "warnings"], rows, title=f"Latency compared with {labels[0]}",
                  formats=formats)

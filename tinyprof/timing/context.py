@@ -18,6 +18,10 @@ import numpy as np
 
 #: Environment variables that set how many threads the BLAS behind numpy's matmul uses.
 BLAS_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+#: What two measurements must share for their timings to be comparable (see
+#: :meth:`TimingContext.comparable`); the load average is not among them: it is a warning.
+COMPARABLE_KEYS = ("processor", "machine", "python", "numpy", "blas", "blas_threads",
+                   "usable_cpus")
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,33 @@ class TimingContext:
     blas_threads: tuple[tuple[str, str | None], ...]
     load_average: tuple[float, float, float] | None
     timer: str
+
+    @property
+    def cpu(self) -> str:
+        """The processor's model name (/proc/cpuinfo on Linux), else what ``platform`` says."""
+        return cpu_name() or self.processor or self.machine
+
+    def comparable(self) -> dict:
+        """The facts two timings must share to be compared (:data:`COMPARABLE_KEYS`): the
+        processor's name, architecture, Python, numpy, BLAS and its thread variables, usable
+        CPUs. JSON-ready (thread variables as a dictionary)."""
+        return {"processor": self.cpu, "machine": self.machine, "python": self.python,
+                "numpy": self.numpy, "blas": self.blas,
+                "blas_threads": dict(self.blas_threads), "usable_cpus": self.usable_cpus}
+
+    def differences(self, other: "TimingContext | dict") -> list[str]:
+        """What differs between ``other`` (e.g. a stored baseline's context, or its
+        :meth:`comparable` dictionary) and this context, as "key: other's → this one's", for
+        each of :data:`COMPARABLE_KEYS`; empty when the timings are comparable."""
+        return context_differences(self.comparable(), other.comparable()
+                                   if isinstance(other, TimingContext) else other)
+
+    def hardware(self) -> str:
+        """One line: processor, usable CPUs, BLAS and its thread variables (the machine as a
+        roofline describes it)."""
+        threads = ", ".join(f"{k}={v}" for k, v in self.blas_threads if v is not None) or "unset"
+        return (f"{self.cpu}; {self.usable_cpus} usable CPUs; BLAS {self.blas} "
+                f"(thread variables: {threads})")
 
     def __str__(self) -> str:
         threads = ", ".join(f"{k}={v if v is not None else 'unset'}" for k, v in self.blas_threads)
@@ -98,6 +129,13 @@ def cpu_name() -> str:
     return ""
 
 
+def context_differences(current: dict, baseline: dict) -> list[str]:
+    """The :data:`COMPARABLE_KEYS` whose values differ between two :meth:`TimingContext.comparable`
+    dictionaries (or a suite's machine profile), as "key: baseline → current"."""
+    return [f"{key}: {baseline.get(key)!r} → {current.get(key)!r}" for key in COMPARABLE_KEYS
+            if current.get(key) != baseline.get(key)]
+
+
 def collect_context() -> TimingContext:
     """The current :class:`TimingContext` (thread variables and load are read afresh)."""
     threads = tuple((name, os.environ.get(name)) for name in BLAS_THREAD_VARIABLES)
@@ -105,4 +143,5 @@ def collect_context() -> TimingContext:
                          load_average=_load_average())
 
 
-__all__ = ["BLAS_THREAD_VARIABLES", "TimingContext", "collect_context"]
+__all__ = ["BLAS_THREAD_VARIABLES", "COMPARABLE_KEYS", "TimingContext", "collect_context",
+           "context_differences", "cpu_name"]

@@ -20,7 +20,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..table import Table
-from ..units import format_seconds
+from ..units import format_interval, format_percent, format_seconds
 from .context import TimingContext
 
 #: Percentiles use numpy's default "linear" method: the q-th percentile of n sorted values
@@ -461,8 +461,8 @@ class LatencyStats:
         row = [self.median, self.ci, self.mean, self.std, self.min, self.p90, self.p95,
                self.p99, self.max, self.iqr, self.cv, self.outliers]
         formats = {c: format_seconds for c in columns if c not in ("95% CI", "CV", "outliers")}
-        formats["95% CI"] = lambda ci: f"{format_seconds(ci[0])} – {format_seconds(ci[1])}"
-        formats["CV"] = lambda cv: f"{cv:.1%}"
+        formats["95% CI"] = format_interval
+        formats["CV"] = format_percent
         return Table(columns, [row], formats=formats)
 
     def _repr_html_(self) -> str:

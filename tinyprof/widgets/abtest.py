@@ -6,9 +6,9 @@ from typing import Callable
 
 import ipywidgets as widgets
 
-from ..abtest import ABResult, ab_test
 from ..plots import plot_ab
 from ..timing import LatencyStats
+from ..timing.abtest import ABResult, ab_test
 from .explorer import Explorer, show
 
 

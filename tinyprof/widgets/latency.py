@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Sequence
 
 import ipywidgets as widgets
-import matplotlib.pyplot as plt
 import numpy as np
 
-from ..plots import plot_ci_funnel, plot_latency_log
-from ..plots.describe import DescribedFigure, described
+from ..plots import new_figure, plot_ci_funnel, plot_latency_log
+from ..plots.describe import described
 from ..plots.latency import ci_funnel_words, latency_words
 from ..timing import LatencyStats
 from ..units import format_seconds
@@ -52,7 +51,7 @@ def latency_ci_explorer(samples: Sequence[float], *, name: str = "") -> Explorer
         print(f"first {n} of {values.size} samples: median {format_seconds(here.median)}, "
               f"95% CI [{format_seconds(low)}, {format_seconds(high)}], width {width} of "
               "the median")
-        fig, (left, right) = plt.subplots(1, 2, figsize=(11.0, 3.8), FigureClass=DescribedFigure)
+        fig, (left, right) = new_figure(1, 2, figsize=(11.0, 3.8))
         plot_latency_log(here, ax=left)
         plot_ci_funnel(right, sizes, stats, n)
         fig.tight_layout()

@@ -8,7 +8,7 @@ import ipywidgets as widgets
 import numpy as np
 
 from ..memory import predict_training_memory, training_memory
-from ..models import random_input
+from ..models.builders import random_input
 from ..plots import plot_memory_breakdown
 from ..units import byte_unit, format_bytes
 from .explorer import Explorer, show

@@ -6,10 +6,10 @@ from typing import Sequence
 
 import ipywidgets as widgets
 
-from ..bottlenecks import place_layers, profile_step
-from ..models import random_input
+from ..bottlenecks.placement import place_layers, profile_step
+from ..bottlenecks.roofline import machine_peaks
+from ..models.builders import random_input
 from ..plots import plot_roofline
-from ..roofline import machine_peaks
 from .explorer import Explorer, show
 
 

@@ -6,7 +6,7 @@ import ipywidgets as widgets
 import numpy as np
 
 from ..flops import GPT_FLOP_PARTS, AttentionShare, attention_share
-from ..models import gpt2, gpt_part
+from ..models.builders import gpt2, gpt_part
 from ..params import count_parameters
 from ..plots import plot_breakdown, plot_shares
 from .explorer import Explorer, show

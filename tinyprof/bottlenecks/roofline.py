@@ -8,10 +8,20 @@ cost dominates is overhead-bound, far below both roofs. Nothing is assumed about
 - the **compute roof** is the best float32 matmul over a sweep of sizes (2·n³ FLOPs each), the
   most numpy's BLAS reaches here with its current thread setting;
 - the **memory roof** is the best of STREAM's four kernels (copy, scale, add, triad) on two
-  float64 arrays of at least 256 MiB and 4× the last-level cache each, so they stream from DRAM
-  rather than a cache (smaller arrays measured up to 2× slower on a 32 MiB-L3 machine);
-- **cache roofs** (optional) rerun the best kernel on arrays that fit half of each cache level the
-  operating system reports;
+  float64 arrays of 4× the last-level cache each (STREAM's rule, so they stream from DRAM rather
+  than a cache), at least 64 MiB and at most 128 MiB. The ceiling is the memory budget: the
+  roofline's child process peaks at about 2.3× one array (0.3 GB at 128 MiB) and Binder
+  guarantees a chapter 1 GB. A cache size is trusted only up to 16 MiB per CPU that shares it
+  (common server and desktop parts have 2–12 MiB per CPU); more is likely a virtual machine
+  reporting its host's whole cache. A 2-CPU VM here reports a 480 MiB L3, yet in one interleaved
+  run of ``benchmarks/bench_stream_sizes.py`` the best kernel on 128 MiB arrays ran at 0.999 of
+  its bandwidth on 1 GiB ones (0.97–1.00 from 128 MiB up; 1.10 at 64 MiB, 1.57 at 32 MiB). Two
+  runs while other jobs shared the memory bus put 128 MiB at 1.16 and 1.06, and 256 MiB at 1.14
+  and 1.15: a best-of-5 on a long call (1 GiB) is disturbed more often than on a short one, and
+  doubling the arrays bought nothing. ``benchmarks/bench_roofline.py`` compares the roof with
+  STREAM on 1 GiB arrays each run;
+- **cache roofs** (optional) rerun the add kernel on arrays that fit half of each cache level
+  (its trusted size);
 - the **call overhead** is the median cost of one tiny numpy call.
 
 Bytes convention: each kernel is counted at the bytes that numpy's implementation of it reads and
@@ -20,8 +30,11 @@ STREAM's C kernels are single-pass; numpy's triad ``y = x + s·y`` is two passes
 (``y = s·y`` then ``y += x``) and so moves 40 bytes per element where STREAM's nominal is 24.
 Counting what really moves keeps the four kernels comparable with one another and with a copy.
 The kernels run on two arrays rather than STREAM's three (add and triad update one in place,
-moving the same bytes), and in a child process, so that the half gigabyte they need never
-counts against the caller's memory (a notebook's peak, a sandbox's cap).
+moving the same bytes), and in a child process, so that the quarter gigabyte they need never
+counts against the caller's memory (a notebook's peak, a sandbox's cap). A copy is not a good
+roof alone: glibc's memcpy switches to non-temporal stores only above a threshold derived from
+the reported cache, so numpy's copy ran at 14 GB/s on 64–128 MiB arrays and 25 GB/s from
+192 MiB here, while add and triad did not change.
 """
 
 from __future__ import annotations
@@ -38,16 +51,18 @@ from typing import Callable
 
 import numpy as np
 
-from .units import format_bytes, format_si
+from ..units import format_bytes, format_si
 
 #: Bytes each numpy STREAM kernel moves per float64 element (see the module docstring).
 STREAM_BYTES_PER_ELEMENT = {"copy": 16, "scale": 16, "add": 24, "triad": 40}
 #: Square float32 matmul sizes swept for the compute roof.
 MATMUL_SIZES = (256, 512, 1024, 2048)
-#: STREAM array size, bytes each (two arrays): at least this, 4× the last-level cache when
-#: that is larger, and at most MAX_STREAM_ARRAY_BYTES.
-MIN_STREAM_ARRAY_BYTES = 256 * 2**20
-MAX_STREAM_ARRAY_BYTES = 1024 * 2**20
+#: STREAM array size, bytes each (two arrays): 4× the trusted last-level cache, at least
+#: MIN_STREAM_ARRAY_BYTES and at most MAX_STREAM_ARRAY_BYTES (the memory budget).
+MIN_STREAM_ARRAY_BYTES = 64 * 2**20
+MAX_STREAM_ARRAY_BYTES = 128 * 2**20
+#: The most cache per CPU sharing it that is taken at its word (see the module docstring).
+MAX_CACHE_BYTES_PER_CPU = 16 * 2**20
 
 
 def _number(what: str, value: float, positive: bool = False, infinite: bool = False) -> float:
@@ -66,14 +81,25 @@ def _number(what: str, value: float, positive: bool = False, infinite: bool = Fa
 
 @dataclass(frozen=True)
 class CacheLevel:
-    """One data cache level as the OS reports it (Linux sysfs)."""
+    """One data cache level as the OS reports it (Linux sysfs): ``size_bytes`` is the size
+    trusted, at most MAX_CACHE_BYTES_PER_CPU × ``shared_by``; ``reported_bytes`` is what the OS
+    said when that was more (None when it was trusted as reported)."""
 
     level: int
     size_bytes: int
     shared_by: int = 1
+    reported_bytes: int | None = None
 
     def __str__(self) -> str:
         return f"L{self.level} {format_bytes(self.size_bytes)}"
+
+    def describe(self) -> str:
+        """``str(self)``, with the reported size when it was not trusted."""
+        if self.reported_bytes is None:
+            return str(self)
+        return (f"{self} (the OS reports {format_bytes(self.reported_bytes)} shared by "
+                f"{self.shared_by} CPUs; trusted up to {format_bytes(MAX_CACHE_BYTES_PER_CPU)} "
+                "per CPU)")
 
 
 @dataclass(frozen=True)
@@ -220,7 +246,8 @@ def measure_bandwidth(array_bytes: int | None = None, repeats: int = 5) -> float
 
 def cache_levels(root: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> tuple[CacheLevel, ...]:
     """The data and unified caches of CPU 0, smallest level first; empty where the OS does not
-    say (non-Linux, containers hiding sysfs)."""
+    say (non-Linux, containers hiding sysfs). A size over MAX_CACHE_BYTES_PER_CPU per CPU sharing
+    the cache is trusted only up to that (the reported size stays in ``reported_bytes``)."""
     levels = []
     for index in sorted(root.glob("index*")):
         try:
@@ -232,7 +259,8 @@ def cache_levels(root: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> tup
             shared = _count_cpus((index / "shared_cpu_list").read_text())
         except (OSError, ValueError):
             continue
-        levels.append(CacheLevel(level, size, shared))
+        trusted = min(size, MAX_CACHE_BYTES_PER_CPU * shared)
+        levels.append(CacheLevel(level, trusted, shared, None if trusted == size else size))
     return tuple(sorted(levels, key=lambda c: c.level))
 
 
@@ -251,8 +279,8 @@ def _count_cpus(text: str) -> int:
 
 
 def stream_array_bytes(levels: tuple[CacheLevel, ...] | None = None) -> int:
-    """Bytes per STREAM array: 4× the last-level cache, at least MIN_STREAM_ARRAY_BYTES
-    (256 MiB) and at most MAX_STREAM_ARRAY_BYTES (1 GiB)."""
+    """Bytes per STREAM array: 4× the (trusted) last-level cache, at least
+    MIN_STREAM_ARRAY_BYTES (64 MiB) and at most MAX_STREAM_ARRAY_BYTES (128 MiB)."""
     levels = cache_levels() if levels is None else levels
     last = levels[-1].size_bytes if levels else 0
     return int(min(MAX_STREAM_ARRAY_BYTES, max(MIN_STREAM_ARRAY_BYTES, 4 * last)))
@@ -261,7 +289,8 @@ def stream_array_bytes(levels: tuple[CacheLevel, ...] | None = None) -> int:
 def measure_cache_roofs(levels: tuple[CacheLevel, ...], repeats: int = 20
                         ) -> tuple[tuple[str, float], ...]:
     """Bandwidth of the add kernel (24 bytes per element) on two arrays that together fill
-    half of each cache level of 256 KiB or more (smaller ones are lost in call overhead)."""
+    half of each cache level of 256 KiB or more (smaller ones are lost in call overhead), at
+    its trusted size."""
     roofs = []
     for cache in levels:
         if cache.size_bytes < 256 * 2**10:
@@ -293,13 +322,10 @@ def measure_call_overhead(calls: int = 2000) -> float:
 
 
 def _context(levels: tuple[CacheLevel, ...]) -> str:
-    from .timing.context import collect_context, cpu_name  # the same context as timings
+    from ..timing.context import collect_context  # the machine as timings describe it
 
-    ctx = collect_context()
-    threads = ", ".join(f"{k}={v}" for k, v in ctx.blas_threads if v is not None) or "unset"
-    caches = ", ".join(str(c) for c in levels) or "cache sizes not reported"
-    return (f"{cpu_name() or ctx.processor or ctx.machine}; {ctx.usable_cpus} usable CPUs; "
-            f"BLAS {ctx.blas} (thread variables: {threads}); {caches}")
+    caches = ", ".join(c.describe() for c in levels) or "cache sizes not reported"
+    return f"{collect_context().hardware()}; {caches}"
 
 
 def measure_machine_peaks(cache_roofs: bool = True) -> MachinePeaks:
@@ -322,10 +348,11 @@ def measure_in_child(timeout_s: float = 300.0) -> MachinePeaks:
     import json
     import subprocess
 
-    package_parent = str(Path(__file__).resolve().parents[1])
+    package_parent = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_parent, env.get("PYTHONPATH")]))
-    done = subprocess.run([sys.executable, "-m", "tinyprof.roofline"], env=env, timeout=timeout_s,
+    code = "from tinyprof.bottlenecks.roofline import _main; _main()"
+    done = subprocess.run([sys.executable, "-c", code], env=env, timeout=timeout_s,
                           capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError("measuring the roofline in a child process failed "
@@ -342,13 +369,15 @@ def machine_peaks() -> MachinePeaks:
 
 
 def _main() -> None:
-    """``python -m tinyprof.roofline``: measure and print the peaks as one line of JSON."""
+    """Measure and print the peaks as one line of JSON (what :func:`measure_in_child` runs;
+    also ``python -m tinyprof.roofline``)."""
     import json
 
     print(json.dumps(asdict(measure_machine_peaks())))
 
 
-__all__ = ["CacheLevel", "MachinePeaks", "STREAM_BYTES_PER_ELEMENT", "best_seconds",
+__all__ = ["CacheLevel", "MAX_CACHE_BYTES_PER_CPU", "MachinePeaks", "STREAM_BYTES_PER_ELEMENT",
+           "best_seconds",
            "cache_levels", "machine_peaks", "measure_bandwidth", "measure_cache_roofs",
            "measure_call_overhead", "measure_machine_peaks", "measure_peak_flops",
            "measure_in_child", "measure_stream", "stream_array_bytes"]

@@ -19,9 +19,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .memory.trace import TraceWindow
-from .nn.module import Module
-from .units import format_bytes, format_count, format_seconds
+from ..memory.trace import TraceWindow
+from ..nn.module import Module
+from ..units import format_bytes, format_count, format_seconds
 
 
 class Timer:
@@ -69,7 +69,7 @@ class MemoryTracker:
 def _flops_of(args: tuple) -> int | None:
     """Forward FLOPs when the call is (model, x, ...) with a tinyprof model and an array."""
     if len(args) >= 2 and isinstance(args[0], Module) and isinstance(args[1], np.ndarray):
-        from .flops import count_flops
+        from ..flops import count_flops
 
         try:
             return count_flops(args[0], args[1].shape)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .nn import (
+from ..nn import (
     GELU,
     GPT,
     Conv2d,
@@ -23,8 +23,8 @@ from .nn import (
     ReLU,
     Sequential,
 )
-from .nn.checks import positive_int
-from .nn.module import ShapeError
+from ..nn.checks import positive_int
+from ..nn.module import ShapeError
 
 __all__ = ["GPT", "GPT2_SIZES", "GPTConfig", "gpt2", "gpt_part", "mlp", "random_input",
            "small_cnn"]

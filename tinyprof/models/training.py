@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .nn import CrossEntropyLoss
-from .nn.module import Module
+from ..nn import CrossEntropyLoss
+from ..nn.module import Module
 from .optim import Adam
 
 

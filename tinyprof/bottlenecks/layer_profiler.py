@@ -38,19 +38,20 @@ from functools import wraps
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from .amdahl import amdahl_speedup
-from .nn.module import Module
-from .table import Table
-from .units import format_seconds
+from ..amdahl import amdahl_speedup
+from ..nn.module import Module
+from ..table import Table
+from ..units import format_percent, format_seconds
 
 PHASES = ("forward", "backward")
 
 
 @dataclass(frozen=True)
 class LayerCall:
-    """One recorded call: which layer, which phase, when (perf_counter seconds), its parent call
-    (an index into the list of calls, None at the top), whether it was a warm-up call, and the
-    time spent in the calls it made to other layers."""
+    """One recorded call: which layer (its display ``name`` and its ``path``, the dotted path
+    that ``named_modules`` gives it, "" for a model's root or a lone layer), which phase, when
+    (perf_counter seconds), its parent call (an index into the list of calls, None at the top),
+    whether it was a warm-up call, and the time spent in the calls it made to other layers."""
 
     name: str
     kind: str
@@ -61,6 +62,7 @@ class LayerCall:
     parent: int | None
     warmup: bool
     children_seconds: float
+    path: str = ""
 
     @property
     def total_seconds(self) -> float:
@@ -69,6 +71,48 @@ class LayerCall:
     @property
     def self_seconds(self) -> float:
         return self.total_seconds - self.children_seconds
+
+
+@dataclass(frozen=True)
+class LayerRow:
+    """One (layer, phase) of :meth:`LayerProfiler.rows`: its calls' self and total seconds
+    added up, and its share of all kept self time. Read as attributes or, as the chapters do,
+    as a mapping (``row["self_s"]``; ``dict(row)``); ``path`` joins it to the layer's FLOPs
+    and bytes (:func:`tinyprof.bottlenecks.layer_work`)."""
+
+    name: str
+    type: str
+    phase: str
+    calls: int
+    self_s: float
+    total_s: float
+    share: float
+    path: str = ""
+
+    def keys(self) -> tuple[str, ...]:
+        return ("name", "type", "phase", "calls", "self_s", "total_s", "share", "path")
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self.keys():
+            raise KeyError(f"a profiler row has {list(self.keys())}, not {key!r}")
+        return getattr(self, key)
+
+
+class _Open:
+    """A call being recorded (mutable until it returns); becomes a :class:`LayerCall`."""
+
+    __slots__ = ("name", "kind", "phase", "start", "depth", "parent", "module", "end",
+                 "warmup", "children", "path")
+
+    def __init__(self, module: Module, phase: str, depth: int, parent: int | None,
+                 warmup: bool):
+        self.name, self.kind, self.phase = _display_name(module), type(module).__name__, phase
+        self.path, self.module, self.depth, self.parent = module.name, module, depth, parent
+        self.warmup, self.start, self.end, self.children = warmup, 0.0, 0.0, 0.0
+
+    def closed(self) -> LayerCall:
+        return LayerCall(self.name, self.kind, self.phase, self.start, self.end, self.depth,
+                         self.parent, self.warmup, self.children, self.path)
 
 
 def _all_module_classes() -> Iterator[type]:
@@ -98,8 +142,7 @@ class LayerProfiler:
         if warmup < 0:
             raise ValueError(f"warmup must be a number of calls ≥ 0, got {warmup}")
         self.warmup = warmup
-        self._open: list[list[Any]] = []      # [name, kind, phase, start, depth, parent, module]
-        self._rows: list[list[Any]] = []      # the same, closed: end and children time appended
+        self._rows: list[_Open] = []          # every call, in the order they started
         self._stack: list[int] = []
         self._seen: dict[tuple[int, str], int] = defaultdict(int)
         self._patched: list[tuple[type, str, Callable]] = []
@@ -141,8 +184,7 @@ class LayerProfiler:
         self._patched.clear()
         LayerProfiler._active = None
         self.setup_seconds += time.perf_counter() - ended
-        self.calls = [LayerCall(*row[:3], row[3], row[7], row[4], row[5], row[8], row[9])
-                      for row in self._rows]
+        self.calls = [row.closed() for row in self._rows]
 
     def _wrap(self, method: Callable, phase: str) -> Callable:
         record = self._record
@@ -158,25 +200,24 @@ class LayerProfiler:
                 kwargs: dict) -> Any:
         stack = self._stack
         if get_ident() != self._thread or (
-                stack and self._rows[stack[-1]][6] is module and self._rows[stack[-1]][2] == phase):
+                stack and self._rows[stack[-1]].module is module
+                and self._rows[stack[-1]].phase == phase):
             return method(module, *args, **kwargs)  # another thread, or a super() call
         key = (id(module), phase)
         warm = self._seen[key] < self.warmup
         self._seen[key] += 1
-        index = len(self._rows)
-        row = [_display_name(module), type(module).__name__, phase, 0.0, len(stack),
-               stack[-1] if stack else None, module, 0.0, warm, 0.0]
+        row = _Open(module, phase, len(stack), stack[-1] if stack else None, warm)
+        stack.append(len(self._rows))
         self._rows.append(row)
-        stack.append(index)
-        row[3] = time.perf_counter()
+        row.start = time.perf_counter()
         try:
             return method(module, *args, **kwargs)
         finally:
-            row[7] = end = time.perf_counter()
+            row.end = end = time.perf_counter()
             stack.pop()
-            row[6] = None  # keep no reference to the model after the call
-            if row[5] is not None:
-                self._rows[row[5]][9] += end - row[3]
+            row.module = None  # keep no reference to the model after the call
+            if row.parent is not None:
+                self._rows[row.parent].children += end - row.start
 
     # -- results --------------------------------------------------------------------------------
     def _kept(self) -> list[LayerCall]:
@@ -199,20 +240,19 @@ class LayerProfiler:
             return 0.0
         return len(self.calls) * overhead_per_call() / self.wall_seconds
 
-    def rows(self) -> list[dict[str, Any]]:
-        """One dictionary per (layer, phase): name, type, phase, calls, self and total seconds,
-        share of all kept self time; most self time first."""
-        groups: dict[tuple[str, str, str], list[LayerCall]] = defaultdict(list)
+    def rows(self) -> list[LayerRow]:
+        """One :class:`LayerRow` per (layer, phase): name, type, phase, calls, self and total
+        seconds, share of all kept self time, and the layer's path; most self time first."""
+        groups: dict[tuple[str, str, str, str], list[LayerCall]] = defaultdict(list)
         for call in self._kept():
-            groups[(call.name, call.kind, call.phase)].append(call)
+            groups[(call.path, call.name, call.kind, call.phase)].append(call)
         everything = sum(call.self_seconds for call in self._kept()) or 1.0
         rows = []
-        for (name, kind, phase), calls in groups.items():
+        for (path, name, kind, phase), calls in groups.items():
             own = sum(c.self_seconds for c in calls)
-            rows.append({"name": name, "type": kind, "phase": phase, "calls": len(calls),
-                         "self_s": own, "total_s": sum(c.total_seconds for c in calls),
-                         "share": own / everything})
-        return sorted(rows, key=lambda r: r["self_s"], reverse=True)
+            rows.append(LayerRow(name, kind, phase, len(calls), own,
+                                 sum(c.total_seconds for c in calls), own / everything, path))
+        return sorted(rows, key=lambda r: r.self_s, reverse=True)
 
     def top_operations(self, n: int = 10) -> Table:
         """The ``n`` (layer, phase) rows with the most self time, as a :class:`Table`."""
@@ -222,9 +262,9 @@ class LayerProfiler:
                  f"{format_seconds(self.wall_seconds)}, profiler overhead ≥ "
                  f"{self.overhead_fraction:.1%} (+ {format_seconds(self.setup_seconds)} to "
                  "enter and leave the block)")
-        return Table(columns, [[r[c] for c in columns] for r in rows], title=title,
+        return Table(columns, [[getattr(r, c) for c in columns] for r in rows], title=title,
                      formats={"self_s": format_seconds, "total_s": format_seconds,
-                              "share": lambda v: f"{v:.1%}"})
+                              "share": format_percent})
 
     def print_top_operations(self, n: int = 10) -> None:
         """Print :meth:`top_operations` as aligned text."""
@@ -325,4 +365,4 @@ def overhead_per_call(calls: int = 300, rounds: int = 9) -> float:
     return _OVERHEAD[0]
 
 
-__all__ = ["LayerCall", "LayerProfiler", "PHASES", "overhead_per_call"]
+__all__ = ["LayerCall", "LayerProfiler", "LayerRow", "PHASES", "overhead_per_call"]

@@ -33,10 +33,12 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .pytorch.dispatch import synchronized
-from .timing import LatencyStats, bootstrap_medians, callable_name, collect_context
-from .timing.harness import MIN_BLOCK_SECONDS, calibrate_loops, make_block
-from .units import format_seconds
+from ..pytorch.dispatch import synchronized
+from ..units import format_interval, format_seconds
+from .compare import FASTER, NO_CHANGE, SLOWER
+from .context import collect_context
+from .harness import MIN_BLOCK_SECONDS, calibrate_loops, callable_name, make_block
+from .stats import LatencyStats, bootstrap_medians
 
 #: Relative change treated as noise, either way.
 NOISE_BAND = 0.05
@@ -112,15 +114,16 @@ def check_settings(noise_band: float, alpha: float, caller: str = "ab_test") -> 
 
 def verdict(speedup_ci: tuple[float, float], p_value: float, rounds: int,
             noise_band: float = NOISE_BAND, alpha: float = ALPHA) -> str:
-    """"faster", "slower" or "no change" by the rule in the module docstring."""
+    """FASTER, SLOWER or NO_CHANGE (the comparison vocabulary of :mod:`.compare`) by the rule in
+    the module docstring."""
     if rounds < MIN_ROUNDS or p_value >= alpha:
-        return "no change"
+        return NO_CHANGE
     low, high = speedup_ci
     if low > 1 + noise_band:
-        return "faster"
+        return FASTER
     if high < 1 / (1 + noise_band):
-        return "slower"
-    return "no change"
+        return SLOWER
+    return NO_CHANGE
 
 
 @dataclass(frozen=True)
@@ -137,7 +140,7 @@ class ABResult:
     noise_band: float = NOISE_BAND
     alpha: float = ALPHA
     interleaved: bool = True
-    verdict: str = "no change"
+    verdict: str = NO_CHANGE
     warnings: tuple[str, ...] = ()
 
     @classmethod
@@ -169,11 +172,10 @@ class ABResult:
                    verdict(ci, p, rounds, noise_band, alpha), tuple(notes))
 
     def __str__(self) -> str:
-        low, high = self.ci
         name_a, name_b = self.baseline.name or "baseline", self.candidate.name or "candidate"
         lines = [f"{name_b} vs {name_a}: {self.speedup:.3f}× as fast "
-                 f"(95% CI {low:.3f}–{high:.3f}×, Mann–Whitney p = {self.p_value:.2g}, "
-                 f"noise band ±{self.noise_band:.0%}, "
+                 f"(95% CI {format_interval(self.ci, 'ratio', 3)}, "
+                 f"Mann–Whitney p = {self.p_value:.2g}, noise band ±{self.noise_band:.0%}, "
                  f"{self.rounds} {'interleaved ' if self.interleaved else ''}rounds) → "
                  f"{self.verdict}",
                  f"  medians: {name_a} {format_seconds(self.baseline.median)}, "

@@ -28,19 +28,19 @@ import numbers
 import os
 import platform
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from .abtest import ABResult, measure_interleaved
-from .memory import measure_memory
-from .nn.module import Module
-from .params import parameter_bytes
-from .table import Table
-from .timing import LatencyStats, callable_name, collect_context
-from .timing.context import cpu_name
-from .units import format_bytes, format_seconds
+from ..memory import measure_memory
+from ..nn.module import Module
+from ..params import parameter_bytes
+from ..table import Table
+from ..timing import LatencyStats, callable_name, collect_context
+from ..timing.abtest import ABResult, measure_interleaved
+from ..units import format_bytes, format_interval, format_percent, format_ratio, format_seconds
 
 FORMAT = "tinyprof-suite/2"
 
@@ -106,14 +106,11 @@ class SuiteSources:
 
 
 def machine_profile() -> dict[str, Any]:
-    """What a stored baseline must match to be comparable: CPU, BLAS and its thread settings,
-    Python and numpy versions, usable CPUs."""
+    """What a stored baseline must match to be comparable (:meth:`TimingContext.comparable`:
+    CPU, BLAS and its thread settings, Python and numpy versions, usable CPUs), with the
+    operating system and the host's name for the reader."""
     context = collect_context()
-    return {"processor": cpu_name() or context.processor or context.machine,
-            "system": context.system, "machine": context.machine, "python": context.python,
-            "numpy": context.numpy, "blas": context.blas,
-            "blas_threads": {k: v for k, v in context.blas_threads},
-            "usable_cpus": context.usable_cpus, "node": platform.node()}
+    return {**context.comparable(), "system": context.system, "node": platform.node()}
 
 
 @dataclass(frozen=True)
@@ -151,13 +148,12 @@ class SuiteResult:
                    "accuracy", "Δ accuracy", "speedup", "speedup CI", "verdict"]
         return Table(columns, rows, title=f"Benchmark suite (baseline: {self.baseline})",
                      formats={"median": format_seconds,
-                              "95% CI": lambda ci: f"{format_seconds(ci[0])} – "
-                                                   f"{format_seconds(ci[1])}",
+                              "95% CI": format_interval,
                               "rows/s": lambda v: f"{v:,.0f}", "peak memory": format_bytes,
-                              "parameters": format_bytes, "accuracy": lambda v: f"{v:.1%}",
-                              "Δ accuracy": lambda v: f"{v:+.1%}",
-                              "speedup": lambda v: f"{v:.2f}×",
-                              "speedup CI": lambda ci: f"{ci[0]:.2f}–{ci[1]:.2f}×"})
+                              "parameters": format_bytes, "accuracy": format_percent,
+                              "Δ accuracy": partial(format_percent, signed=True),
+                              "speedup": format_ratio,
+                              "speedup CI": lambda ci: format_interval(ci, "ratio")})
 
     def best(self, max_accuracy_drop: float = 0.01) -> str:
         """The variant to ship: the highest speedup among variants whose verdict against the

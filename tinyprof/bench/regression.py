@@ -50,10 +50,12 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 
-from .abtest import (
+from ..table import Table
+from ..timing.abtest import (
     MIN_ROUNDS,
     NOISE_BAND,
     ABResult,
@@ -62,18 +64,16 @@ from .abtest import (
     mann_whitney_u,
     measure_interleaved,
 )
+from ..timing.compare import FASTER, NO_CHANGE, SLOWER
+from ..timing.context import COMPARABLE_KEYS, context_differences  # noqa: F401 - public here
+from ..units import format_interval, format_percent, format_seconds
 from .suite import SuiteResult, VariantResult
-from .table import Table
-from .units import format_seconds
 
-#: Machine-profile keys that must match for timings to be comparable.
-COMPARABLE_KEYS = ("processor", "machine", "python", "numpy", "blas", "blas_threads",
-                   "usable_cpus")
 #: Fewest samples per variant, in the baseline and in the current suite, that a check accepts.
 MIN_SAMPLES = MIN_ROUNDS
 #: Rounds of a re-measurement (at least; twice the baseline's samples if that is more).
 REMEASURE_ROUNDS = 60
-STATUS = {"slower": "regressed", "faster": "improved"}
+STATUS = {SLOWER: "regressed", FASTER: "improved"}
 #: Bootstrap resamples of each side for a change's interval (order statistics: cheap).
 RESAMPLES = 10_000
 #: Default significance: a change is called when its 95 % interval clears the band
@@ -106,17 +106,17 @@ class Change:
         low, high = bootstrap_ratio_ci(now, then, confidence=confidence, resamples=RESAMPLES)
         _, p = mann_whitney_u(then, now)
         if low > 1 + band:
-            direction = "slower"
+            direction = SLOWER
         elif high < 1 / (1 + band):
-            direction = "faster"
+            direction = FASTER
         else:
-            direction = "no change"
+            direction = NO_CHANGE
         return cls(float(np.median(now) / np.median(then) - 1), (low - 1, high - 1), p,
                    direction, now.size, confidence)
 
     def __str__(self) -> str:
-        return (f"{self.change:+.1%} ({self.confidence:.0%} CI {self.ci[0]:+.1%} to "
-                f"{self.ci[1]:+.1%}, {self.rounds} rounds)")
+        return (f"{self.change:+.1%} ({self.confidence:.0%} CI "
+                f"{format_interval(self.ci, 'change')}, {self.rounds} rounds)")
 
 
 @dataclass(frozen=True)
@@ -194,9 +194,9 @@ class RegressionReport:
                            f"±{band:.1%})",
                      formats={"baseline median": format_seconds,
                               "current median": format_seconds,
-                              "raw change": lambda v: f"{v:+.1%}",
-                              "change vs probe": lambda v: f"{v:+.1%}",
-                              "re-measured": lambda v: f"{v:+.1%}",
+                              "raw change": partial(format_percent, signed=True),
+                              "change vs probe": partial(format_percent, signed=True),
+                              "re-measured": partial(format_percent, signed=True),
                               "p": lambda v: f"{v:.2g}"})
 
     def __str__(self) -> str:
@@ -218,9 +218,9 @@ class RegressionReport:
 
 
 def machine_differences(current: dict, baseline: dict) -> list[str]:
-    """The comparable keys whose values differ, as 'key: baseline → current'."""
-    return [f"{key}: {baseline.get(key)!r} → {current.get(key)!r}" for key in COMPARABLE_KEYS
-            if current.get(key) != baseline.get(key)]
+    """The comparable keys whose values differ, as 'key: baseline → current' (the machine
+    profiles' view of :meth:`TimingContext.differences`)."""
+    return context_differences(current, baseline)
 
 
 def _ratios(variant: VariantResult) -> np.ndarray | None:
@@ -252,13 +252,13 @@ def _check_samples(suite: SuiteResult, where: str) -> None:
 
 
 def _signs_agree(direction: str, *changes: float | None) -> bool:
-    sign = 1 if direction == "slower" else -1
+    sign = 1 if direction == SLOWER else -1
     return all(c is None or sign * c > 0 for c in changes)
 
 
 def _beyond(direction: str, band: float, *changes: float) -> bool:
     """Every change lies beyond the noise band on the side of ``direction``."""
-    if direction == "slower":
+    if direction == SLOWER:
         return all(c > band for c in changes)
     return all(c < 1 / (1 + band) - 1 for c in changes)
 
@@ -285,7 +285,7 @@ def _judge(then: VariantResult, now: VariantResult, suite: SuiteResult, toleranc
     if before is None or after is None:   # no probe: the raw comparison is all there is
         alone = Change.of(np.asarray(then.latency.samples), np.asarray(now.latency.samples),
                           band, alpha)
-        if alone.direction == "no change":
+        if alone.direction == NO_CHANGE:
             if abs(alone.change) > tolerance:
                 return VariantCheck(now.name, "unstable", raw,
                                     note=_too_spread(alone, tolerance, band))
@@ -294,12 +294,12 @@ def _judge(then: VariantResult, now: VariantResult, suite: SuiteResult, toleranc
             "not re-measured: without probe samples on both sides a re-measurement could not "
             "be corrected for the machine's drift"))
     first = Change.of(before, after, band, alpha)
-    if first.direction == "no change" and abs(first.change) <= tolerance:
+    if first.direction == NO_CHANGE and abs(first.change) <= tolerance:
         return VariantCheck(now.name, "unchanged", raw, first)
     again = _remeasure(suite, now.name, max(REMEASURE_ROUNDS, 2 * before.size)) if remeasure \
         else None
     if again is None:   # the first measurement is all there is
-        if first.direction == "no change":
+        if first.direction == NO_CHANGE:
             return VariantCheck(now.name, "unstable", raw, first,
                                 note=_too_spread(first, tolerance, band))
         if not _beyond(first.direction, band, raw_change):
@@ -312,11 +312,11 @@ def _judge(then: VariantResult, now: VariantResult, suite: SuiteResult, toleranc
     ratios, median = again
     second = Change.of(before, ratios, band, alpha)
     raw_second = median / then.latency.median - 1
-    if second.direction == "no change":
+    if second.direction == NO_CHANGE:
         if abs(second.change) > tolerance:
             return VariantCheck(now.name, "unstable", raw, first, second,
                                 note="re-measured, " + _too_spread(second, tolerance, band))
-        if first.direction == "no change":
+        if first.direction == NO_CHANGE:
             return VariantCheck(now.name, "unchanged", raw, first, second,
                                 f"{first.change:+.1%} at first, within the ±{tolerance:.0%} "
                                 f"tolerance when re-measured: {second}")
@@ -378,7 +378,7 @@ def check_regression(current: SuiteResult | str | os.PathLike,
                    if d is not None]
     band = max([tolerance] + differences)
     warnings = [f"the baseline was measured on another machine or setup ({d}): timings are "
-                "not comparable" for d in machine_differences(now.machine, before.machine)]
+                "not comparable" for d in context_differences(now.machine, before.machine)]
     if band > tolerance:
         warnings.append(f"the A/A rows (the baseline against itself) differ by up to "
                         f"{band:.1%}: changes within ±{band:.1%} are not called")

@@ -15,12 +15,13 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .memory import measure_memory
-from .models import random_input
-from .nn import Conv2d, Embedding, Linear, Module
-from .table import Table
-from .timing import LatencyStats, callable_name, measure_latency
-from .units import format_bytes, format_seconds
+from ..memory import measure_memory
+from ..models.builders import random_input
+from ..nn import Conv2d, Embedding, Linear, Module
+from ..table import Table
+from ..units import format_bytes, format_interval, format_seconds
+from .harness import callable_name, measure_latency
+from .stats import LatencyStats
 
 #: Statistics best_batch_under_latency can hold to a budget.
 BUDGET_STATISTICS = ("median", "p95", "p99")
@@ -65,7 +66,7 @@ class BatchScaling:
                 for b, s, peak in zip(self.batch_sizes, self.stats, self.peak_bytes,
                                       strict=True)]
         formats = {c: format_seconds for c in ("median", "p95", "per sample")}
-        formats["95% CI"] = lambda ci: f"{format_seconds(ci[0])} – {format_seconds(ci[1])}"
+        formats["95% CI"] = format_interval
         formats["throughput (samples/s)"] = lambda v: f"{v:,.0f}"
         formats["peak memory"] = format_bytes
         return Table(["batch", "median", "p95", "95% CI", "per sample", "throughput (samples/s)",

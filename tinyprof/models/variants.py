@@ -27,8 +27,8 @@ from typing import Callable
 
 import numpy as np
 
-from .nn import FusedLinearReLU, Linear, QuantizedLinear, ReLU, Sequential
-from .nn.module import Module
+from ..nn import FusedLinearReLU, Linear, QuantizedLinear, ReLU, Sequential
+from ..nn.module import Module
 
 
 def _copy(model: Module) -> Module:

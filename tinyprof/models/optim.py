@@ -11,7 +11,7 @@ from typing import Iterable
 
 import numpy as np
 
-from .nn.module import Module, Parameter
+from ..nn.module import Module, Parameter
 
 
 class Optimizer:

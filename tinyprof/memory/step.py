@@ -19,13 +19,21 @@ from __future__ import annotations
 
 import types
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..nn import CrossEntropyLoss, Module, MSELoss
+from ..models.optim import Optimizer
+from ..models.vocabulary import (  # the vocabulary, also read from here (memory.training)
+    LOSSES,  # noqa: F401
+    OPTIMIZERS,
+    STATE_SLOTS,
+    make_loss,
+    optimizer_kind,
+    random_targets,
+)
+from ..nn import Module
 from ..nn.state import KeptState
-from ..optim import SGD, Adam, Optimizer
 from ..params import count_parameters
 from ..shapes import MissingFormulaError
 from ..table import Table
@@ -39,14 +47,6 @@ from .trace import Mark, MemoryTimeline
 
 COMPONENTS = ("parameters", "activations", "gradients", "optimizer state")
 
-#: How to build each named optimizer, and how many parameter-sized arrays it keeps per parameter.
-OPTIMIZERS: dict[str, Callable[[list], Optimizer]] = {
-    "sgd": lambda params: SGD(params, lr=0.01),
-    "momentum": lambda params: SGD(params, lr=0.01, momentum=0.9),
-    "adam": lambda params: Adam(params, lr=1e-3),
-}
-STATE_SLOTS = {"sgd": 0, "momentum": 1, "adam": 2}
-LOSSES: dict[str, Callable[[], Any]] = {"cross_entropy": CrossEntropyLoss, "mse": MSELoss}
 
 
 # -- results -------------------------------------------------------------------------------------
@@ -176,47 +176,6 @@ def check_model(model: Module, caller: str) -> None:
     if next(iter(model.parameters()), None) is None:
         raise ValueError(f"{caller}: model {model.describe()} has no parameters, so a training "
                          "step has nothing to train (no gradients, no optimizer state)")
-
-
-def make_loss(loss: Any) -> Any:
-    """None → CrossEntropyLoss(); "cross_entropy" / "mse"; or a loss object used as given."""
-    if loss is None:
-        return CrossEntropyLoss()
-    if isinstance(loss, str):
-        if loss not in LOSSES:
-            raise ValueError(f"loss: unknown name {loss!r}; choose from {sorted(LOSSES)} or "
-                             "pass a loss object")
-        return LOSSES[loss]()
-    if not (callable(loss) and hasattr(loss, "backward")):
-        raise TypeError(f"loss must be a name or an object with __call__ and backward(), got "
-                        f"{type(loss).__name__}")
-    return loss
-
-
-def optimizer_kind(optimizer: str | Optimizer) -> str:
-    """"sgd", "momentum" or "adam" for a name or an SGD/Adam instance."""
-    if isinstance(optimizer, str):
-        if optimizer not in OPTIMIZERS:
-            raise ValueError(f"optimizer: unknown name {optimizer!r}; choose from "
-                             f"{list(OPTIMIZERS)} or pass an Optimizer")
-        return optimizer
-    if isinstance(optimizer, Adam):
-        return "adam"
-    if isinstance(optimizer, SGD):
-        return "momentum" if optimizer.momentum else "sgd"
-    if isinstance(optimizer, Optimizer):
-        raise ValueError(f"optimizer: no state formula for {type(optimizer).__name__}; "
-                         f"use one of {list(OPTIMIZERS)}, SGD or Adam")
-    raise TypeError(f"optimizer must be a name {list(OPTIMIZERS)} or an Optimizer, got "
-                    f"{type(optimizer).__name__}")
-
-
-def random_targets(loss: Any, output: np.ndarray, seed: int = 1) -> np.ndarray:
-    """Class ids in [0, C) over the output's last axis for cross-entropy, else normal values."""
-    rng = np.random.default_rng(seed)
-    if isinstance(loss, CrossEntropyLoss):
-        return rng.integers(0, output.shape[-1], size=output.shape[:-1])
-    return rng.standard_normal(output.shape).astype(output.dtype)
 
 
 # -- prediction ----------------------------------------------------------------------------------

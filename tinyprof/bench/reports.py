@@ -13,7 +13,7 @@ import io
 import os
 from pathlib import Path
 
-from .plots import plot_performance_comparison
+from ..plots import plot_performance_comparison
 from .suite import SuiteResult
 
 

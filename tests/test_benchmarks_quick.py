@@ -1,0 +1,58 @@
+"""Every script in benchmarks/ still runs: each one's ``--quick`` setting completes and prints
+the ratios it exists to print (issue 22: a benchmark that nothing runs rots unnoticed, as
+bench_timing.py did). The numbers themselves are not judged here: a quick run on a shared
+machine is too short for that, and speed targets are read from the full runs."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+NUMBER = r"[-+]?[\d,]*\.?\d+"
+
+#: Script → what its quick run must print (a ratio, or the counts it reports), as regexes.
+PRINTS = {
+    "bench_abtest.py": [r"A/A \(false positives\) +\d+/3",
+                        rf"100,000 samples a side: +{NUMBER} ms"],
+    "bench_chapters.py": [rf"01_parameters +{NUMBER} +\d+% +\d+ +\d+ +\d+ +\d+% +\d+%"],
+    "bench_cli_startup.py": [rf"import tinyprof / import numpy, median of the 2 per-round "
+                             rf"ratios: {NUMBER}"],
+    "bench_execution_stall.py": [rf"01_parameters +1 +{NUMBER} +{NUMBER} +{NUMBER}× +0 +ok"],
+    "bench_flops_shape_only.py": [rf"float32 weights / peak\(build\+count\) = {NUMBER}×"],
+    "bench_grading.py": [rf"kernel in the sandbox {NUMBER} s: {NUMBER}× bare"],
+    "bench_latency_stats.py": [rf"= {NUMBER}× the \.ci",
+                               rf"\({NUMBER}× samples \+ warm-up\)"],
+    "bench_memory_components.py": [rf"largest deviation from 1: {NUMBER}%"],
+    "bench_profiler.py": [rf"profiled / bare step time \(median of pairs\): {NUMBER}",
+                          rf"coverage, Σ self time / wall time \(median\): +{NUMBER}"],
+    "bench_regression.py": [r"\+20 %: detected \(regressed\) +\d/1",
+                            r"saved with rounds=5 +exit 2", r"samples edited to 3x faster +exit 2"],
+    "bench_roofline.py": [rf"median compute roof / best numpy matmul: +{NUMBER}",
+                          rf"median memory roof / STREAM on 256 MiB arrays: {NUMBER}"],
+    "bench_stream_sizes.py": [rf"64 MiB( +{NUMBER}){{7}}"],
+    "bench_timing.py": [rf"median ratio tinyprof/timeit: {NUMBER}",
+                        r"lambda: None +'unstable' \d/2"],
+}
+
+
+def test_every_benchmark_has_a_quick_run_checked_here():
+    scripts = sorted(p.name for p in BENCHMARKS.glob("*.py"))
+    assert scripts == sorted(PRINTS), (
+        f"benchmarks without a check here: {sorted(set(scripts) - set(PRINTS))}; "
+        f"checked but gone: {sorted(set(PRINTS) - set(scripts))}")
+    for name in scripts:
+        assert "--quick" in (BENCHMARKS / name).read_text(encoding="utf-8"), name
+
+
+@pytest.mark.parametrize("script", sorted(PRINTS))
+def test_quick_run_completes_and_prints_its_ratios(script):
+    done = subprocess.run([sys.executable, str(BENCHMARKS / script), "--quick"],
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, f"{script} --quick failed:\n{done.stderr[-3000:]}"
+    missing = [pattern for pattern in PRINTS[script] if not re.search(pattern, done.stdout)]
+    assert not missing, f"{script} --quick did not print {missing}:\n{done.stdout[-3000:]}"
