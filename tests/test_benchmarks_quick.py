@@ -35,6 +35,8 @@ PRINTS = {
     "bench_roofline.py": [rf"median compute roof / best numpy matmul: +{NUMBER}",
                           rf"median memory roof / STREAM on 256 MiB arrays: {NUMBER}"],
     "bench_stream_sizes.py": [rf"64 MiB( +{NUMBER}){{7}}"],
+    "bench_torch_profiler.py": [rf"tinyprof +{NUMBER}% +{NUMBER}%",
+                                rf"torch\.profiler +{NUMBER}% +{NUMBER}%"],
     "bench_timing.py": [rf"median ratio tinyprof/timeit: {NUMBER}",
                         r"lambda: None +'unstable' \d/2"],
 }

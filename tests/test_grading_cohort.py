@@ -40,9 +40,8 @@ GRADED = {
         "test cell test_conv2d_params: used more than the 5 s of CPU time a cell may use (an "
         "endless loop?) and was interrupted"]),
     "knuthdonald": ({"test_attention_params"}, [
-        "test cell test_attention_params: used more than the 5 s of CPU time a cell may use and "
-        "ignored the interrupt; the kernel was restarted and the notebook run again without "
-        "this cell"]),
+        # stopped by its CPU time, or on a loaded machine by the wall-clock backstop first
+        "interrupt; the kernel was restarted and the notebook run again without this cell"]),
     "liskovbarbara": ({"test_parameter_memory_bytes"}, [
         "test cell test_parameter_memory_bytes: ran out of memory (", "MemoryError): a notebook "
         "may use at most 512 MB"]),
