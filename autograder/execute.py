@@ -383,28 +383,26 @@ class GraderExecute(Execute):
 
     def _stuck(self, cell) -> list:
         """Kill a kernel that ignored the interrupt after a timeout; the cell's outputs."""
-        try:
-            run_sync(self.km.shutdown_kernel)(now=True)
-        except Exception:  # noqa: BLE001 - already gone is fine
-            pass
-        return [o for o in cell.get("outputs", []) if o.get("output_type") != "error"] + [
-            error_output(TIMEOUT_ENAME, (
-                f"This cell ran past the {self._get_timeout(cell)} s limit and did not stop when "
-                "interrupted. The grader restarted the kernel and ran the notebook again "
-                "without this cell."))]
+        return self._killed(cell, error_output(TIMEOUT_ENAME, (
+            f"This cell ran past the {self._get_timeout(cell)} s limit and did not stop when "
+            "interrupted. The grader restarted the kernel and ran the notebook again without "
+            "this cell.")))
 
     def _garbled(self, cell, error: BaseException) -> list:
         """Kill a kernel whose messages do not follow the protocol (a bad signature, a channel
         that takes nothing); the cell's outputs."""
+        return self._killed(cell, error_output(DIED_ENAME, (
+            f"The kernel broke its connection to the grader while running this cell "
+            f"({type(error).__name__}): it was stopped, and the notebook run again without "
+            "this cell.")))
+
+    def _killed(self, cell, why: NotebookNode) -> list:
+        """Kill the kernel now; the cell's outputs without its errors, then ``why``."""
         try:
             run_sync(self.km.shutdown_kernel)(now=True)
         except Exception:  # noqa: BLE001 - already gone is fine
             pass
-        return [o for o in cell.get("outputs", []) if o.get("output_type") != "error"] + [
-            error_output(DIED_ENAME, (
-                f"The kernel broke its connection to the grader while running this cell "
-                f"({type(error).__name__}): it was stopped, and the notebook run again without "
-                "this cell."))]
+        return [o for o in cell.get("outputs", []) if o.get("output_type") != "error"] + [why]
 
     def _skipped(self, index: int) -> bool:
         return index in self._dropped or (self._stop_at is not None and index >= self._stop_at)

@@ -35,6 +35,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from layering import find_cycle
 
 PACKAGE = Path(__file__).resolve().parent.parent / "tinyprof"
 LAYERS = [
@@ -153,21 +154,8 @@ def test_imports_point_down(module):
 
 
 def test_no_import_cycle():
-    state: dict[str, str] = {}
-
-    def visit(module: str, path: list[str]) -> None:
-        state[module] = "open"
-        for target in sorted(GRAPH[module]):
-            if state.get(target) == "open":
-                cycle = path[path.index(target):] + [target] if target in path else [target]
-                pytest.fail("import cycle: " + " → ".join(cycle))
-            if target not in state:
-                visit(target, path + [target])
-        state[module] = "done"
-
-    for module in sorted(GRAPH):
-        if module not in state:
-            visit(module, [module])
+    cycle = find_cycle(GRAPH)
+    assert cycle is None, "import cycle: " + " → ".join(cycle or [])
 
 
 def test_the_pieces_live_where_the_layers_say():

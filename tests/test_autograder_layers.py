@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from layering import find_cycle
 
 PACKAGE = Path(__file__).resolve().parent.parent / "autograder"
 LAYERS = [
@@ -72,20 +73,8 @@ def test_imports_point_down(module):
 
 
 def test_no_import_cycle():
-    state: dict[str, str] = {}
-
-    def visit(module: str, path: list[str]) -> None:
-        state[module] = "open"
-        for target in sorted(GRAPH.get(module, ())):
-            if state.get(target) == "open":
-                pytest.fail("import cycle: " + " → ".join(path[path.index(target):] + [target]))
-            if target not in state:
-                visit(target, path + [target])
-        state[module] = "done"
-
-    for module in sorted(GRAPH):
-        if module not in state:
-            visit(module, [module])
+    cycle = find_cycle(GRAPH)
+    assert cycle is None, "import cycle: " + " → ".join(cycle or [])
 
 
 @pytest.mark.parametrize("modules", [
