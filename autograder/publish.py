@@ -36,7 +36,8 @@ from .release import MARKERS, release
 STUDENT_PACKAGES = ("numpy>=1.23", "matplotlib>=3.5", "ipywidgets>=7.7", "ipykernel>=6",
                     "jupyterlab>=4,<5")
 #: Packages only instructors and developers need: never in the published environment.
-INSTRUCTOR_PACKAGES = ("jupyter-book", "nbgrader", "nbval", "pytest", "ruff", "nbclient")
+INSTRUCTOR_PACKAGES = ("jupyter-book", "nbgrader", "nbval", "pytest", "ruff", "nbclient", "dask",
+                       "distributed")
 INSTRUCTOR_PAGE = "book/instructors"
 #: Files the chapters write next to themselves (05: a Chrome trace; 06: its benchmark records
 #: and report); the student repository's git ignores them, as this repository's does.
