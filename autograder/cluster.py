@@ -145,7 +145,8 @@ class Returned:
 #: Spawns grading processes from one thread that lives as long as the Dask worker: Linux's
 #: parent-death signal (launcher.die_with_parent) follows the thread that started a child.
 _SPAWNER = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tinyprof-spawner")
-_RUNS: dict[str, _Run] = {}
+#: (run, worker address) → its state; ``local:N`` runs N workers in one process.
+_RUNS: dict[tuple[str, str], _Run] = {}
 #: Runs the parent has ended (end_run): a task of theirs still queued here is not graded.
 _ENDED: set[str] = set()
 _RUNS_LOCK = threading.Lock()
@@ -230,17 +231,24 @@ def _verdict(wanted: str, assignments: tuple[str, ...], sandbox: bool) -> tuple[
 
 
 def _run_state(run: str, jobs: int, dask_worker) -> _Run:
+    key = (run, str(dask_worker.address))
     with _RUNS_LOCK:
-        state = _RUNS.get(run)
+        state = _RUNS.get(key)
         if state is None:
             now = time.monotonic()
-            for old in [r for r in _RUNS.values() if not r.busy and now - r.used > IDLE_RUN_S]:
-                old.stop()
-                _RUNS.pop(old.run, None)
-                shutil.rmtree(old.root, ignore_errors=True)
-            root = Path(dask_worker.local_directory) / "tinyprof" / run
+            for old_key, old in list(_RUNS.items()):
+                if not old.busy and now - old.used > IDLE_RUN_S:
+                    old.stop()
+                    _RUNS.pop(old_key, None)
+                    shutil.rmtree(old.root, ignore_errors=True)
+            mine = Path(dask_worker.local_directory) / "tinyprof"
+            root = mine / run
             root.mkdir(parents=True, exist_ok=True)
-            state = _RUNS[run] = _Run(run, jobs, root)
+            # the font cache (worker.configure: beside the work folders) outlives the run
+            (mine / "cache").mkdir(exist_ok=True)
+            if not (root / "cache").exists():
+                (root / "cache").symlink_to(mine / "cache")
+            state = _RUNS[key] = _Run(run, jobs, root)
         state.used = time.monotonic()
         return state
 
@@ -268,7 +276,7 @@ def end_run(run: str, dask_worker=None) -> bool:
     """Run by the parent on every worker when it stops: this run's graders and files go."""
     with _RUNS_LOCK:
         _ENDED.add(run)
-        state = _RUNS.pop(run, None)
+        state = _RUNS.pop((run, str(dask_worker.address)), None)
     if state is None:
         return False
     state.stop()
@@ -377,16 +385,18 @@ def _pack(task: records.Task, result: records.Result
 @contextmanager
 def connect(scheduler: str, jobs: int) -> Iterator:
     """A Client of the scheduler at ``scheduler``, or of a LocalCluster for ``local:N`` (N
-    worker processes of ``jobs`` threads each, on 127.0.0.1)."""
+    workers of ``jobs`` threads each, in this process)."""
     import logging
 
     from distributed import Client, LocalCluster
 
     count = parse_scheduler(scheduler)
     if count is not None:
-        with LocalCluster(n_workers=count, threads_per_worker=jobs, processes=True,
-                          host="127.0.0.1", dashboard_address=None,
-                          silence_logs=logging.ERROR) as local, Client(local) as client:
+        # in this process (each worker's graders are processes of their own): no
+        # interpreters to start, no network, and they end with this command
+        with LocalCluster(n_workers=count, threads_per_worker=jobs, processes=False,
+                          dashboard_address=":0", silence_logs=logging.ERROR) as local, \
+                Client(local) as client:
             yield client
         return
     try:

@@ -346,6 +346,23 @@ def test_interrupted_then_the_scheduler_lost_then_resumed(tmp_path):
         {"ada": "10", "bob": "0", "cy": "6"}
 
 
+def test_local_workers_in_the_command_itself(tmp_path):
+    """``--scheduler local:2``: a LocalCluster of two workers, each with its own graders."""
+    from autograder.grade import Settings, grade
+
+    for student, answers in {"ada": samples.solutions(), "bob": {}}.items():
+        folder = tmp_path / "cohort" / student / samples.CHAPTER
+        folder.mkdir(parents=True)
+        (folder / samples.NOTEBOOK).write_bytes(samples.notebook(answers))
+    rows, problems = grade(tmp_path / "cohort", tmp_path / "out", progress=False,
+                           settings=Settings(timeout=5, memory_mb=512), scheduler="local:2")
+    assert [(r.student, r.status, r.auto_score) for r in rows] == [
+        ("ada", "graded", 10.0), ("bob", "graded", 0.0)]
+    assert all(r.sandbox.startswith("bubblewrap") for r in rows)
+    assert {r.worker.split(" ")[0] for r in rows} <= {"0", "1"}
+    assert problems == []
+
+
 # --- the parent's side, without a cluster ---------------------------------------------------
 
 
