@@ -10,9 +10,11 @@ graded, interleaved ``--repeat`` times:
 - ``--scheduler local:2 --jobs 1``: a LocalCluster started and stopped by the command itself.
 
 It prints the wall time, throughput and Dask's overhead against ``--jobs 2`` (target: at most
-10 %), whether grades.csv is the same (but for its ``worker`` column), the per-notebook cost
+10 %; every run is printed, since a shared machine's other load moves them), whether grades.csv
+is the same (but for its ``worker`` column), the per-notebook cost
 (seconds a worker spent on one submission, from DIR/journal.jsonl), and from that, what a cohort
-of 10,000 takes on N such workers.
+of 10,000 takes on N such workers; and what the instructor's process spends on each finished
+submission, which bounds how many workers it can keep busy.
 
 Run: ``.venv/bin/python benchmarks/bench_dask.py [--cohort 24] [--repeat 2]``.
 """
@@ -36,6 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from autograder import course, samples  # noqa: E402
+from autograder import grade as grading  # noqa: E402
 from autograder.grade import Settings, grade  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -88,6 +91,31 @@ def stop(processes: list[subprocess.Popen]) -> None:
             process.wait()
 
 
+MERGES: list[float] = []
+
+
+def timing_merges() -> None:
+    """Time what the instructor's process does for each finished submission (merge into the
+    gradebook, move the files, the journal line): a cluster's throughput cannot pass it."""
+    finish, add = grading._finish, grading.Journal.add
+
+    def timed_finish(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return finish(*args, **kwargs)
+        finally:
+            MERGES.append(time.perf_counter() - start)
+
+    def timed_add(self, *args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return add(self, *args, **kwargs)
+        finally:
+            MERGES[-1] += time.perf_counter() - start
+
+    grading._finish, grading.Journal.add = timed_finish, timed_add
+
+
 def without_worker(table: str) -> list[dict]:
     return [{k: v for k, v in row.items() if k != "worker"}
             for row in csv.DictReader(io.StringIO(table))]
@@ -105,6 +133,7 @@ def main() -> None:
     args = parser.parse_args()
     course.ensure_tools_on_path()
     warnings.filterwarnings("ignore", module="nbgrader")  # SQLAlchemy 2 noise
+    timing_merges()
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; Python "
           f"{sys.version.split()[0]}")
     with tempfile.TemporaryDirectory(prefix="bench-dask-") as tmp:
@@ -133,7 +162,9 @@ def main() -> None:
         for name, values in walls.items():
             wall = statistics.median(values)
             print(f"  {name:40s} {wall:6.1f} s   {60 * args.cohort / wall:5.1f} submissions/min"
-                  f"   overhead {100 * (wall / base - 1):+5.1f} %")
+                  f"   overhead {100 * (wall / base - 1):+5.1f} %   per notebook "
+                  f"{statistics.median(seconds[name]):.2f} s   (runs: "
+                  + ", ".join(f"{v:.1f}" for v in values) + " s)")
         same = all(without_worker(t) == without_worker(tables["--jobs 2 (this machine)"])
                    for t in tables.values())
         print(f"  grades.csv the same every way (but for its worker column): {same}")
@@ -148,6 +179,11 @@ def main() -> None:
         for workers in (1, 4, 16, 64):
             hours = 10_000 * per_slot / (2 * workers) / 3600
             print(f"  {workers:3d} worker(s): {hours:6.2f} h")
+        merge = statistics.median(MERGES)
+        print(f"the instructor's process spends {1000 * merge:.0f} ms on each finished "
+              f"submission (median of {len(MERGES)}: merge, files, journal), so it keeps up with "
+              f"{1 / merge:.0f} submissions/s: about {per_slot / merge / 2:.0f} workers of "
+              "--jobs 2 at this per-notebook cost")
 
 
 if __name__ == "__main__":
