@@ -29,8 +29,10 @@ Refusals and faults:
 - the scheduler gone: :class:`ClusterError` (what is merged stays merged; re-run to finish).
 
 ``--jobs`` means the same on each worker as on one machine: a worker grades at most that many
-submissions at once (a semaphore per worker process; start ``dask worker --nthreads`` with the
-same number, so that no thread holds a task it cannot start).
+submissions at once (a semaphore per worker and run; start ``dask worker --nthreads`` with the
+same number, so that no thread holds a task it cannot start). The parent keeps about twice the
+cluster's slots in flight, so the scheduler always has the next task at hand and neither side
+holds a cohort's files in memory.
 """
 
 from __future__ import annotations
