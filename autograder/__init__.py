@@ -38,6 +38,16 @@ While the notebook runs, in the grading worker:
   test's inputs and hands back plain values (``records`` types the worker's own pipe).
   *Threat*: a kernel that patches ``math.isclose``, fakes its execution, or lies about values.
 
+Across machines, with ``--scheduler`` (a Dask cluster):
+
+- ``cluster``: each worker is probed before it gets work and refuses, naming the reason, when
+  its sandbox cannot start or its grader and chapters differ from the instructor's (a
+  fingerprint of both); each task carries its files and brings back the shard and pages as
+  size-capped bytes, which land only in that submission's folders; a submission merges once
+  however often a result for it arrives. *Threat*: rows graded without a sandbox or by other
+  tests on a misconfigured machine, a worker lost mid-notebook costing or doubling a grade, a
+  returned path escaping DIR.
+
 After the run:
 
 - ``feedback``: the page shows the notebook as handed in and the grader's verdicts, never what

@@ -28,6 +28,10 @@ def _limits(parser: argparse.ArgumentParser, jobs: int = 1, timeout: int | None 
     parser.add_argument("--no-sandbox", action="store_true",
                         help="run student kernels WITHOUT the bubblewrap sandbox (only for code "
                              "you trust; marked in grades.csv and the summary)")
+    parser.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                        help="grade on a Dask cluster: the scheduler's address (tcp://HOST:PORT), "
+                             "or local:N for N Dask workers on this machine; --jobs is then per "
+                             "worker (book/instructors.md)")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -108,11 +112,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "demo":
             from .demo import demo
 
-            out = demo(args.out, jobs=args.jobs, settings=settings)
+            out = demo(args.out, jobs=args.jobs, settings=settings, scheduler=args.scheduler)
         else:
             out = args.out
             grade(args.submissions, out, jobs=args.jobs, settings=settings,
-                  students=args.student)
+                  students=args.student, scheduler=args.scheduler)
     except GradingInterrupted as stop:
         print(f"interrupted: {stop}", file=sys.stderr)
         return 130

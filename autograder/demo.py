@@ -14,7 +14,8 @@ from . import course, samples
 from .grade import Settings, grade
 
 
-def demo(out: Path | None = None, jobs: int = 1, settings: Settings | None = None) -> Path:
+def demo(out: Path | None = None, jobs: int = 1, settings: Settings | None = None,
+         scheduler: str | None = None) -> Path:
     """Write the sample cohort and grade it; return the folder holding the results."""
     out = Path(out or course.REPO_ROOT / "grading" / "demo").resolve()
     cohort = samples.write_zip(out / "submissions.zip")
@@ -23,5 +24,5 @@ def demo(out: Path | None = None, jobs: int = 1, settings: Settings | None = Non
     for sample in samples.SAMPLES:
         print(f"  {sample.filename}: {sample.shows}")
     print(f"grading into {graded}", flush=True)
-    grade(cohort, graded, jobs=jobs, settings=settings)
+    grade(cohort, graded, jobs=jobs, settings=settings, scheduler=scheduler)
     return graded

@@ -147,7 +147,6 @@ class GraderExecute(Execute):
         self._scale = 1.0
         self._stop_at: int | None = None
         self._managers: list[SandboxedKernelManager] = []
-        self._call_timeout: int | None = None
         try:
             while True:
                 try:
@@ -293,7 +292,7 @@ class GraderExecute(Execute):
         await ensure_async(self.km.shutdown_kernel(now=True))
 
     def _get_timeout(self, cell):
-        return self._call_timeout or max(1, round(self.timeout * self._scale))
+        return max(1, round(self.timeout * self._scale))
 
     # -- test cells, decided by the judge ------------------------------------------------------
 
@@ -328,12 +327,12 @@ class GraderExecute(Execute):
             return None
         return json.loads(path.read_text(encoding="utf-8"))
 
-    def _ask_kernel(self, code: str, cleanup: bool = False) -> str | None:
-        """Run one request of the judge's in the kernel, outside its history, within what is
-        left of the test's CPU time (a ``cleanup`` request gets CLEANUP_S of its own); the text
-        of its answer output. Its other outputs (what the student's code printed) are dropped."""
-        from tinyprof.remote import MIME
-
+    def _ask_kernel(self, expression: str, cleanup: bool = False) -> str | None:
+        """Have the kernel evaluate one request of the judge's, within what is left of the
+        test's CPU time (a ``cleanup`` request gets CLEANUP_S of its own); the ``text/plain`` of
+        its value. The request is a silent execute request with no code, the expression in its
+        ``user_expressions``: the answer comes back in the shell reply, with nothing to wait for
+        on IOPub, and what the student's code prints meanwhile is never read."""
         from .judge import TestTimedOut
 
         test, index = self._test, self._test["index"]
@@ -341,36 +340,57 @@ class GraderExecute(Execute):
         left_wall = CLEANUP_S * 2 if cleanup else test["deadline"] - time.monotonic()
         if left_cpu <= 0 or left_wall <= 0:
             raise TestTimedOut(self._test_limit_message(left_cpu <= 0))
-        original = self.nb.cells[index]
-        request = NotebookNode(cell_type="code", source=code, metadata={}, outputs=[],
-                               execution_count=None)
-        self._budget = OutputBudget(0, self.max_display_chars)
-        self._cpu_budget, self._call_timeout = left_cpu, max(1, round(left_wall))
+        cell = self.nb.cells[index]
         try:
-            done = self.execute_cell(request, index, store_history=False)
+            reply = run_sync(self._async_request)(expression, left_cpu, left_wall)
         except DeadKernelError:
             raise KernelLost(index, [self._death()], "the kernel died") from None
-        except CellTimeoutError:
-            raise KernelLost(index, self._stuck(original), "the kernel stopped answering") \
-                from None
         except GARBLED as garbled:
-            raise KernelLost(index, self._garbled(original, garbled), "the kernel sent a "
-                             "message the grader could not read") from None
+            raise KernelLost(index, self._garbled(cell, garbled), "the kernel sent a message "
+                             "the grader could not read") from None
         finally:
-            self.nb.cells[index] = original
-            self._call_timeout = None
             test["cpu"] += getattr(self, "_cell_cpu", 0.0)
         if self._cpu_out:
             raise TestTimedOut(self._test_limit_message(True))
-        if _timed_out(done):
+        if reply is None:   # the wall-clock limit: interrupted
             if not self._answers():
-                raise KernelLost(index, self._stuck(original), "the kernel ignored the interrupt")
+                raise KernelLost(index, self._stuck(cell), "the kernel ignored the interrupt")
             if test["cpu"] < BUSY_SHARE * test["cpu_budget"] and index not in self._retried:
                 raise SlowCell(index, test["cpu"], self.timeout * self._scale)
             raise TestTimedOut(self._test_limit_message(False))
-        answers = [o.data[MIME] for o in done.outputs
-                   if o.get("output_type") == "display_data" and MIME in o.get("data", {})]
-        return answers[-1] if answers else None
+        found = reply.get("content", {}).get("user_expressions", {}).get("answer", {})
+        text = found.get("data", {}).get("text/plain") if isinstance(found, dict) else None
+        return text if isinstance(text, str) else None
+
+    async def _async_request(self, expression: str, cpu_budget: float,
+                             wall_s: float) -> dict | None:
+        """The shell reply to ``expression``, watched as a cell is (``_watch``), or None when
+        ``wall_s`` passed first (the kernel is then interrupted); DeadKernelError when the
+        kernel is gone."""
+        from queue import Empty
+
+        self._cpu_out = self._ignored = False
+        start = self.km.cpu_seconds()
+        watchdog = asyncio.ensure_future(self._watch(start, cpu_budget))
+        try:
+            msg_id = self.kc.execute("", silent=True, store_history=False, allow_stdin=False,
+                                     user_expressions={"answer": expression})
+            deadline = time.monotonic() + wall_s
+            while (left := deadline - time.monotonic()) > 0:
+                try:
+                    reply = await ensure_async(self.kc.shell_channel.get_msg(
+                        timeout=min(left, 1.0)))
+                except Empty:
+                    if not await ensure_async(self.kc.is_alive()):
+                        raise DeadKernelError("the kernel died") from None
+                    continue
+                if reply.get("parent_header", {}).get("msg_id") == msg_id:
+                    return reply
+            await ensure_async(self.km.interrupt_kernel())
+            return None
+        finally:
+            watchdog.cancel()
+            self._cell_cpu = max(0.0, self.km.cpu_seconds() - start)
 
     def _test_limit_message(self, cpu: bool) -> str:
         if cpu:

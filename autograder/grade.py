@@ -5,7 +5,9 @@
 2. gradebook.prepare registers the assignments in DIR/gradebook.db and writes a template.
 3. Each submission is graded by a worker process (``--jobs`` of them) in its own nbgrader
    course folder and gradebook shard (worker.py), with a per-cell timeout, a kernel memory
-   limit and recovery from dead kernels (sandbox.py).
+   limit and recovery from dead kernels (sandbox.py); with ``--scheduler``, by the same
+   worker process on a Dask worker, ``--jobs`` at once on each, the files shipped there and
+   back (cluster.py).
 4. Here, one at a time: the shard is merged into DIR/gradebook.db, the autograded notebook and
    feedback page are moved into DIR (a regular nbgrader course folder: ``autograded/``,
    ``submitted/``, ``feedback/``), and a line is appended to DIR/journal.jsonl.
@@ -37,7 +39,7 @@ from .gradebook import merge, prepare
 from .intake import Submission, collect, unpacking
 from .integrity import flag_notes, task_flags
 from .pool import Pool, Progress
-from .report import GradeRow, add_notes, failure_page, summary, write_grades
+from .report import LOCAL, GradeRow, add_notes, failure_page, summary, write_grades
 
 __all__ = ["GradeRow", "GradingInterrupted", "Settings", "grade"]
 
@@ -45,8 +47,7 @@ VERSION = 4  # bump when grading itself changes, so that a re-run regrades every
 #: Outcomes a re-run keeps; "not graded" and "timed out" are tried again.
 FINAL = ("graded", "unreadable")
 MIN_MEMORY_MB = 384
-#: What grades.csv and the summary say of kernels run with --no-sandbox.
-NO_SANDBOX = "NONE (--no-sandbox): student code ran with the grader's own permissions"
+NO_SANDBOX = isolation.NO_SANDBOX
 
 
 @dataclass(frozen=True)
@@ -107,23 +108,27 @@ class Task:
 
 def grade(submissions: Path, out: Path, *, jobs: int = 1, timeout: int | None = None,
           memory_mb: int | None = None, progress: bool = True,
-          settings: Settings | None = None,
-          students: list[str] | None = None) -> tuple[list[GradeRow], list[str]]:
+          settings: Settings | None = None, students: list[str] | None = None,
+          scheduler: str | None = None) -> tuple[list[GradeRow], list[str]]:
     """Grade every submission under ``submissions`` into ``out``; return the rows and problems.
 
     ``timeout`` (CPU s per cell) and ``memory_mb`` override the defaults; or pass ``settings``.
     ``students``: grade only these (again, even when an earlier run graded them), keeping
-    everyone else's row as it is."""
+    everyone else's row as it is. ``scheduler``: grade on a Dask cluster (``tcp://HOST:PORT``,
+    or ``local:N`` for N local Dask workers; cluster.py), ``jobs`` submissions at once on each
+    worker; this process still writes everything in ``out``."""
     if settings is None:
         given = {"timeout": timeout, "memory_mb": memory_mb}
         settings = Settings(**{k: v for k, v in given.items() if v is not None})
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1, got {jobs}")
-    isolation_used = "; ".join([isolation.check() if settings.sandbox else NO_SANDBOX,
-                                resources.describe()]
-                               + (["seccomp: no user namespaces"]
-                                  if settings.sandbox and isolation.seccomp_available() else [])
-                               + [settings.describe()])
+    if scheduler is not None:
+        from .cluster import parse_scheduler
+
+        parse_scheduler(scheduler)   # a mistyped address fails before any work
+    # Graded here, the sandbox must start here; on a cluster, each worker checks its own.
+    isolation_used = ("; ".join([isolation.in_use(settings.sandbox), settings.describe()])
+                      if scheduler is None else "")
     isolation.sweep_orphan_sockets()   # left by a grader that was killed outright
     resources.sweep_orphans()
     out = Path(out).resolve()
@@ -143,15 +148,17 @@ def grade(submissions: Path, out: Path, *, jobs: int = 1, timeout: int | None = 
                                  f"submissions (there are {len(tasks)} tasks)")
         rows, todo = _plan(tasks, journal, settings, specs, out, set(students or ()))
         bar = Progress(len(tasks), len(tasks) - len(todo), stream=None if progress else _Null())
+        cluster_problems: list[str] = []
         try:
-            _run(todo, jobs, settings, out, template, journal, rows, bar, isolation_used)
+            _run(todo, jobs, settings, out, template, journal, rows, bar, isolation_used,
+                 scheduler, cluster_problems)
         finally:
             bar.close()
             isolation.sweep_orphan_sockets()   # of workers replaced or killed in this run
             resources.sweep_orphans()
         _refresh_scores(out, rows)
-        problems = intake.problems + [f"{key}: {note}" for key in sorted(rows)
-                                      for note in rows[key].notes]
+        problems = intake.problems + cluster_problems + [
+            f"{key}: {note}" for key in sorted(rows) for note in rows[key].notes]
         _write_reports(out, list(rows.values()), problems, specs)
     return sorted(rows.values(), key=lambda r: (r.assignment, r.student)), problems
 
@@ -226,19 +233,31 @@ def _tasks(found: list[Submission]) -> list[Task]:
 
 
 def _run(todo: list, jobs: int, settings: Settings, out: Path, template: Path | None,
-         journal: Journal, rows: dict[str, GradeRow], bar: Progress, isolation_used: str) -> None:
+         journal: Journal, rows: dict[str, GradeRow], bar: Progress, isolation_used: str,
+         scheduler: str | None = None, problems: list[str] | None = None) -> None:
     by_key = {task.key: (task, fingerprint) for task, fingerprint in todo}
 
-    def finished(payload: records.Task, result: records.Result) -> None:
+    def finished(payload: records.Task, result: records.Result, worker: str = LOCAL,
+                 sandbox: str = isolation_used) -> None:
         task, fingerprint = by_key[payload.key]
         row = _finish(task, result, out)
-        row.sandbox = isolation_used
+        row.sandbox, row.worker = sandbox, worker
         journal.add(task.key, fingerprint, row, result.seconds)
         rows[task.key] = row
         bar.end(task.key, f"{row.status}, {row.auto_score:g}/{row.max_auto_score:g}")
 
     payloads = [_payload(task, settings, out, template) for task, _ in todo]
     (out / "work").mkdir(parents=True, exist_ok=True)
+    if scheduler is not None:
+        if payloads:
+            from .cluster import grade_on_cluster
+
+            found = grade_on_cluster(payloads, scheduler=scheduler, jobs=jobs,
+                                     limit_s=settings.limit_s, done=finished,
+                                     started=lambda p: bar.begin(p.key))
+            if problems is not None:
+                problems += found
+        return
     if settings.sandbox and todo:   # once here, rather than in every kernel (caches.py)
         caches.matplotlib_cache(out / "work" / "cache" / "matplotlib")
     pool = Pool(jobs=jobs, logs=out / "work", limit_s=settings.limit_s, done=finished,

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from . import resources
 from .caches import SANDBOX_MPLCONFIGDIR
 from .resources import running
 
@@ -47,6 +48,8 @@ FIRST_UID, UIDS = 61000, 4000
 ETC_FILES = ("ld.so.cache", "localtime", "nsswitch.conf", "passwd", "group", "hosts")
 #: Each kernel's sockets live in ``<tmp>/tinyprof-kernel-<pid of its grading worker>-<random>``.
 SOCKETS_PREFIX = "tinyprof-kernel-"
+#: What grades.csv and the summary say of kernels run with --no-sandbox.
+NO_SANDBOX = "NONE (--no-sandbox): student code ran with the grader's own permissions"
 INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: `sudo apt-get install bubblewrap`; Fedora: "
                 "`sudo dnf install bubblewrap`)")
 
@@ -287,5 +290,17 @@ def check() -> str:
     return f"{version or 'bubblewrap'} ({mode})"
 
 
-__all__ = ["IsolationUnavailable", "Limits", "SOCKETS_PREFIX", "check", "find_bwrap",
-           "new_sockets_folder", "read_only_roots", "sandbox_command", "sweep_orphan_sockets"]
+def in_use(sandbox: bool = True) -> str:
+    """What grades.csv's ``sandbox`` column says of kernels started by this process: the
+    sandbox (:func:`check`, which raises IsolationUnavailable where none can start), how their
+    resources are held, and the system-call filter; or NO_SANDBOX. A cluster worker says it of
+    itself, since each machine has its own bubblewrap, control groups and libseccomp."""
+    parts = [check() if sandbox else NO_SANDBOX, resources.describe()]
+    if sandbox and seccomp_available():
+        parts.append("seccomp: no user namespaces")
+    return "; ".join(parts)
+
+
+__all__ = ["IsolationUnavailable", "Limits", "NO_SANDBOX", "SOCKETS_PREFIX", "check", "find_bwrap",
+           "in_use", "new_sockets_folder", "read_only_roots", "sandbox_command",
+           "sweep_orphan_sockets"]

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ast
 import base64
+import binascii
 import builtins
 import contextlib
 import io
@@ -51,7 +52,8 @@ MAX_ANSWER_CHARS = 8_000_000
 #: A failure message longer than this is cut.
 MAX_MESSAGE_CHARS = 1_200
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,79}")
-_CALL_CODE = '__import__("tinyprof.remote").remote.answer("{}")'
+_CALL = '__import__("tinyprof.remote").remote.answer("{}")'
+_QUOTED_BASE64 = re.compile(r"'([A-Za-z0-9+/=]*)'")
 
 
 #: What a test may use when the instructor's notebook cannot be read.
@@ -140,9 +142,9 @@ class Kernel:
 
 
 class Judge:
-    """Runs test cells here; ``send(code, cleanup)`` runs one line in the kernel and returns the
-    text of its answer output (None when it gave none); ``cleanup`` requests are sent even when
-    the test's time is up."""
+    """Runs test cells here; ``send(expression, cleanup)`` has the kernel evaluate one
+    expression and returns the ``text/plain`` of its value (None when it gave none);
+    ``cleanup`` requests are sent even when the test's time is up."""
 
     def __init__(self, send: Callable[[str, bool], str | None],
                  fatal: tuple[type[BaseException], ...] = ()):
@@ -244,7 +246,7 @@ class Judge:
 
     def _ask(self, request: tuple, label: str, whole: bool = False,
              cleanup: bool = False) -> Any:
-        code = _CALL_CODE.format(base64.b64encode(_pickle(request)).decode("ascii"))
+        code = _CALL.format(base64.b64encode(_pickle(request)).decode("ascii"))
         try:
             text = self.send(code, cleanup)
         except self.fatal:
@@ -352,15 +354,19 @@ def _pickle(request: tuple) -> bytes:
 
 
 def _parse(text: str | None, label: str) -> dict:
+    """The answer in the repr of the expression's value: ``'<base64 of JSON>'``."""
     if text is None:
         raise KernelError(f"the kernel gave no answer to {label}: it may have been changed so "
                           "that it no longer runs the grader's requests")
     if not isinstance(text, str) or len(text) > MAX_ANSWER_CHARS:
         raise KernelError(f"the kernel's answer to {label} is larger than the "
                           f"{MAX_ANSWER_CHARS:,} characters the grader reads")
+    quoted = _QUOTED_BASE64.fullmatch(text.strip())
+    if quoted is None:
+        raise KernelError(f"the kernel's answer to {label} is not the grader's encoding")
     try:
-        answer = json.loads(text)
-    except (ValueError, RecursionError):
+        answer = json.loads(base64.b64decode(quoted.group(1), validate=True))
+    except (ValueError, RecursionError, binascii.Error):
         raise KernelError(f"the kernel's answer to {label} is not valid JSON") from None
     if type(answer) is not dict:
         raise KernelError(f"the kernel's answer to {label} is malformed")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import html
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,7 +14,9 @@ from .cells import DIED_ENAME, DROPPED_MARK, NOT_RUN_ENAME, TIMEOUT_ENAME, kind,
 
 BASE_COLUMNS = ["student", "assignment", "score", "max_score", "auto_score", "max_auto_score",
                 "needs_manual_grade", "status"]
-EXTRA_COLUMNS = ["lms_id", "late", "submitted", "flagged", "sandbox", "notes"]
+EXTRA_COLUMNS = ["lms_id", "late", "submitted", "flagged", "sandbox", "worker", "notes"]
+#: The ``worker`` of a submission graded by this machine's own worker processes (``--jobs``).
+LOCAL = "local"
 
 
 @dataclass
@@ -35,6 +38,7 @@ class GradeRow:
     notes: list[str] = field(default_factory=list)
     flags: list[str] = field(default_factory=list)  # reasons to review it (integrity.py)
     sandbox: str = ""  # the isolation its kernels ran in (isolation.check), or why none
+    worker: str = ""  # who graded it: LOCAL, or the Dask worker (cluster.py)
 
 
 def cell_notes(notebook: dict, scores: dict[str, float | None], timeout: int,
@@ -151,7 +155,8 @@ def question_columns(rows: list[GradeRow], order: list[str]) -> list[str]:
 def write_grades(rows: list[GradeRow], path: Path, order: list[str] = ()) -> None:
     """grades.csv: the base columns, one column per graded question (its nbgrader grade id),
     then the LMS id, whether the LMS marked it late, the file graded, why it is flagged for
-    review (empty: not flagged), the sandbox its kernels ran in, and the grader's notes."""
+    review (empty: not flagged), the sandbox its kernels ran in, the worker that graded it,
+    and the grader's notes."""
     questions = question_columns(rows, list(order))
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
@@ -166,7 +171,7 @@ def write_grades(rows: list[GradeRow], path: Path, order: list[str] = ()) -> Non
                 "yes" if row.needs_manual_grade else "no", row.status,
                 *(_fmt(row.questions.get(q)) for q in questions),
                 row.lms_id, "yes" if row.late else "no", row.submitted, " | ".join(row.flags),
-                row.sandbox, " | ".join(row.notes)]])
+                row.sandbox, row.worker, " | ".join(row.notes)]])
 
 
 #: A spreadsheet evaluates a cell that starts with one of these as a formula (OWASP's CSV
@@ -215,6 +220,10 @@ def summary(rows: list[GradeRow], problems: list[str], out: Path) -> str:
     if any(kind.startswith("NONE") for kind in kinds):
         lines.append("WARNING: some submissions were graded WITHOUT a sandbox: review them before "
                      "trusting their grades")
+    workers = Counter(row.worker for row in rows if row.worker)
+    if set(workers) - {LOCAL}:
+        lines.append(f"graded on {len(workers)} worker(s): "
+                     + ", ".join(f"{name} ({count})" for name, count in sorted(workers.items())))
     flagged = [row for row in rows if row.flags]
     lines.append(f"{len(flagged)} flagged for review" + (":" if flagged else ""))
     lines += [f"  ! {row.student}/{row.assignment}: {flag}" for row in flagged

@@ -1,13 +1,14 @@
 """The grader's layers: every import inside autograder/ points down, nothing imports in a cycle,
 and the command line stays light (nbgrader, nbconvert, nbclient and jupyter_client load only
-where a notebook is actually run or graded).
+where a notebook is actually run or graded; dask and distributed only with ``--scheduler``).
 
     base     cells, course, records, launcher, caches,     what every stage shares; launcher.py
              resources, budget, zmqpoll                    runs inside the sandbox
     files    intake, repair, home, report                  reading submissions, writing reports
     kernel   isolation, sandbox                            a student's kernel in its sandbox
     grading  judge, execute, feedback, integrity, worker   one submission, in a worker process
-    cohort   gradebook, pool, grade                        the whole cohort, in the parent
+    cohort   gradebook, pool, cluster, grade               the whole cohort, in the parent (cluster:
+                                                           also the Dask task on a worker)
     cli      __main__, demo, release, publish, samples,    commands and course tooling
              nbgrader_config
 """
@@ -29,12 +30,13 @@ LAYERS = [
     ("files", {"intake", "repair", "home", "report"}),
     ("kernel", {"isolation", "sandbox"}),
     ("grading", {"judge", "execute", "feedback", "integrity", "worker"}),
-    ("cohort", {"gradebook", "pool", "grade"}),
+    ("cohort", {"gradebook", "pool", "cluster", "grade"}),
     ("cli", {"__main__", "__init__", "demo", "release", "publish", "samples", "nbgrader_config"}),
 ]
 RANK = {name: rank for rank, (_, names) in enumerate(LAYERS) for name in names}
 #: Imported by ``python -m autograder ...`` before any notebook runs.
-HEAVY = ("nbgrader", "nbconvert", "nbclient", "jupyter_client", "nbformat", "zmq", "tinyprof")
+HEAVY = ("nbgrader", "nbconvert", "nbclient", "jupyter_client", "nbformat", "zmq", "tinyprof",
+         "dask", "distributed")
 
 
 def top(path: Path) -> str:
@@ -79,7 +81,8 @@ def test_no_import_cycle():
 
 @pytest.mark.parametrize("modules", [
     ["autograder.__main__"], ["autograder.grade", "autograder.intake", "autograder.report",
-                              "autograder.integrity", "autograder.pool", "autograder.records"]])
+                              "autograder.integrity", "autograder.pool", "autograder.records"],
+    ["autograder.cluster"]])
 def test_the_command_line_modules_load_no_notebook_machinery(modules):
     code = (f"import sys; import {', '.join(modules)}; "
             f"print(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r}))")

@@ -10,7 +10,6 @@ import pytest
 from jupyter_client.manager import start_new_kernel
 
 from autograder.judge import DEFAULT_PRELUDE, Judge, KernelError, _parse
-from tinyprof.remote import MIME
 
 PRELUDE = DEFAULT_PRELUDE + "\nfrom tinyprof.testing import reference_unavailable"
 
@@ -32,10 +31,16 @@ class Kernel:
                 return outputs
             outputs.append(msg)
 
-    def send(self, code: str, cleanup: bool = False) -> str | None:
-        answers = [m["content"]["data"][MIME] for m in self.run(code)
-                   if m["msg_type"] == "display_data" and MIME in m["content"]["data"]]
-        return answers[-1] if answers else None
+    def send(self, expression: str, cleanup: bool = False) -> str | None:
+        """As the grader sends a request: a silent execute request whose user expression is
+        the request; the text/plain of its value, from the shell reply."""
+        msg_id = self.client.execute("", silent=True, store_history=False,
+                                     user_expressions={"answer": expression})
+        while True:
+            reply = self.client.get_shell_msg(timeout=30)
+            if reply["parent_header"].get("msg_id") == msg_id:
+                found = reply["content"]["user_expressions"].get("answer", {})
+                return found.get("data", {}).get("text/plain")
 
     def stop(self):
         self.client.stop_channels()
@@ -113,9 +118,16 @@ def test_a_kernel_that_stops_answering_fails_the_test_and_is_reported(kernel):
     assert silent.review and "no answer" in silent.review[0]
 
 
+def _quoted(text: str) -> str:
+    import base64
+
+    return repr(base64.b64encode(text.encode()).decode())
+
+
 @pytest.mark.parametrize("text", [
-    "not json", "[1, 2]", '{"value": {"pickle": "gASV"}}', '{"value": {"ndarray": "AAAA"}}',
-    '{"value": ' + "[" * 5000 + "]" * 5000 + "}", "x" * 9_000_000])
+    "not quoted", "'not base64!'", _quoted("not json"), _quoted("[1, 2]"),
+    _quoted('{"value": {"pickle": "gASV"}}'), _quoted('{"value": {"ndarray": "AAAA"}}'),
+    _quoted('{"value": ' + "[" * 5000 + "]" * 5000 + "}"), "x" * 9_000_000])
 def test_malformed_answers_are_refused_without_unpickling(text):
     judge_ = Judge(lambda code, cleanup=False: text)
     with pytest.raises(KernelError):

@@ -2,7 +2,9 @@
 
 When tinyprof's grader decides a hidden test's verdict, the test itself runs in the grader (the
 judge, ``autograder/judge.py``); the kernel only runs the student's code on the test's inputs.
-Each request is one line of code the grader sends to the kernel, outside the notebook's history::
+Each request is one expression the grader has the kernel evaluate as a ``user_expressions``
+entry of an otherwise empty, silent execute request (outside the notebook's history, with no
+output to wait for)::
 
     __import__("tinyprof.remote").remote.answer("<base64 of a pickle made by the grader>")
 
@@ -20,7 +22,7 @@ Targets inside a request are pickled as persistent ids: ``("global", name)`` is 
 global ``name``; ``("object", n)`` is an object an earlier answer handed over by number. So the
 kernel learns a test's inputs, never its expected values, tolerances or hints.
 
-The answer is one ``display_data`` output of MIME type :data:`MIME` whose text is JSON:
+The answer is the expression's value: base64 of JSON text (so its repr is plain ASCII):
 ``{"value": V}`` (plus ``"copied": {position: V}``), ``{"raised": [names of the exception's
 classes, most derived first]}`` (with ``"route": [name, kind]`` when it is tinyprof's
 ReferenceUnavailable), or ``{"missing": name}``. ``V`` is the plain encoding of
@@ -36,7 +38,6 @@ import json
 import pickle
 from typing import Any
 
-MIME = "text/x-tinyprof-answer"
 #: Nesting deeper than this is handed over as a kernel object rather than encoded.
 MAX_DEPTH = 24
 
@@ -66,10 +67,9 @@ class _Unpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"unknown reference {pid!r}")
 
 
-def answer(request: str) -> None:
-    """Carry out one request (base64 pickle) and publish the answer as display data."""
+def answer(request: str) -> str:
+    """Carry out one request (base64 pickle); the answer as base64 of its JSON."""
     from IPython import get_ipython
-    from IPython.display import publish_display_data
 
     namespace = get_ipython().user_ns
     try:
@@ -81,7 +81,7 @@ def answer(request: str) -> None:
         route = getattr(error, "route", None)
         if isinstance(route, str):
             reply["route"] = [route, str(getattr(error, "kind", "function"))]
-    publish_display_data({MIME: json.dumps(reply, allow_nan=True)})
+    return base64.b64encode(json.dumps(reply, allow_nan=True).encode()).decode("ascii")
 
 
 def _carry_out(request: tuple, namespace: dict) -> dict:
@@ -155,4 +155,4 @@ def _plain_array(value: Any) -> dict | None:
     return {tag: base64.b64encode(buffer.getvalue()).decode("ascii")}
 
 
-__all__ = ["MIME", "answer", "encode"]
+__all__ = ["answer", "encode"]

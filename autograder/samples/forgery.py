@@ -228,10 +228,9 @@ _report("userns", unshared=_direct, mounted=_tool)
 """
 
 # The kernel's side of the grader's protocol answered with values of its choosing.
-REMOTE_FORGER = """import sys, json
-from IPython.display import publish_display_data
+REMOTE_FORGER = """import sys, json, base64
 def _answer(request):
-    publish_display_data({"text/x-tinyprof-answer": json.dumps({"value": 8256, "copied": {}})})
+    return base64.b64encode(json.dumps({"value": 8256, "copied": {}}).encode()).decode()
 sys.modules["tinyprof.remote"].answer = _answer
 """
 
