@@ -127,8 +127,7 @@ def grade(submissions: Path, out: Path, *, jobs: int = 1, timeout: int | None = 
 
         parse_scheduler(scheduler)   # a mistyped address fails before any work
     # Graded here, the sandbox must start here; on a cluster, each worker checks its own.
-    isolation_used = ("; ".join([isolation.in_use(settings.sandbox), settings.describe()])
-                      if scheduler is None else "")
+    isolation_used = isolation.in_use(settings.sandbox) if scheduler is None else ""
     isolation.sweep_orphan_sockets()   # left by a grader that was killed outright
     resources.sweep_orphans()
     out = Path(out).resolve()
@@ -241,7 +240,9 @@ def _run(todo: list, jobs: int, settings: Settings, out: Path, template: Path | 
                  sandbox: str = isolation_used) -> None:
         task, fingerprint = by_key[payload.key]
         row = _finish(task, result, out)
-        row.sandbox, row.worker = sandbox, worker
+        # The isolation is the grading machine's own; the limits are this run's, on every worker.
+        row.sandbox = f"{sandbox}; {settings.describe()}" if sandbox else ""
+        row.worker = worker
         journal.add(task.key, fingerprint, row, result.seconds)
         rows[task.key] = row
         bar.end(task.key, f"{row.status}, {row.auto_score:g}/{row.max_auto_score:g}")

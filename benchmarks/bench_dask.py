@@ -16,7 +16,7 @@ is the same (but for its ``worker`` column), the per-notebook cost
 of 10,000 takes on N such workers; and what the instructor's process spends on each finished
 submission, which bounds how many workers it can keep busy.
 
-Run: ``.venv/bin/python benchmarks/bench_dask.py [--cohort 24] [--repeat 2]``.
+Run: ``.venv/bin/python benchmarks/bench_dask.py [--cohort 24] [--repeat 2] [--quick]``.
 """
 
 from __future__ import annotations
@@ -130,7 +130,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cohort", type=int, default=24)
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--quick", action="store_true",
+                        help="4 submissions, once each way: checks the script runs (CI)")
     args = parser.parse_args()
+    if args.quick:
+        args.cohort, args.repeat = 4, 1
     course.ensure_tools_on_path()
     warnings.filterwarnings("ignore", module="nbgrader")  # SQLAlchemy 2 noise
     timing_merges()

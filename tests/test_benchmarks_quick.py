@@ -22,6 +22,8 @@ PRINTS = {
     "bench_chapters.py": [rf"01_parameters +{NUMBER} +\d+% +\d+ +\d+ +\d+ +\d+% +\d+%"],
     "bench_cli_startup.py": [rf"import tinyprof / import numpy, median of the 2 per-round "
                              rf"ratios: {NUMBER}"],
+    "bench_dask.py": [rf"Dask, 2 workers \(tcp\) +{NUMBER} s .* overhead +{NUMBER} %",
+                      r"grades\.csv the same every way \(but for its worker column\): True"],
     "bench_execution_stall.py": [rf"01_parameters +1 +{NUMBER} +{NUMBER} +{NUMBER}× +0 +ok"],
     "bench_flops_shape_only.py": [rf"float32 weights / peak\(build\+count\) = {NUMBER}×"],
     "bench_grading.py": [rf"kernel in the sandbox {NUMBER} s: {NUMBER}× bare"],

@@ -313,16 +313,17 @@ def _judge(then: VariantResult, now: VariantResult, suite: SuiteResult, toleranc
     second = Change.of(before, ratios, band, alpha)
     raw_second = median / then.latency.median - 1
     if second.direction == NO_CHANGE:
+        if first.direction != NO_CHANGE:   # a change that did not hold: the machine moved
+            return VariantCheck(now.name, "unstable", raw, first, second, note=(
+                f"{first.change:+.1%} at first, {second.change:+.1%} when re-measured (no "
+                f"change beyond the ±{band:.1%} noise band): the machine drifted between the "
+                "measurements, so neither is called"))
         if abs(second.change) > tolerance:
             return VariantCheck(now.name, "unstable", raw, first, second,
                                 note="re-measured, " + _too_spread(second, tolerance, band))
-        if first.direction == NO_CHANGE:
-            return VariantCheck(now.name, "unchanged", raw, first, second,
-                                f"{first.change:+.1%} at first, within the ±{tolerance:.0%} "
-                                f"tolerance when re-measured: {second}")
-        return VariantCheck(now.name, "unstable", raw, first, second, note=(
-            f"{first.change:+.1%} at first, {second.change:+.1%} when re-measured: the "
-            "machine drifted between the measurements, so neither is called"))
+        return VariantCheck(now.name, "unchanged", raw, first, second,
+                            f"{first.change:+.1%} at first, within the ±{tolerance:.0%} "
+                            f"tolerance when re-measured: {second}")
     if not _signs_agree(second.direction, first.change):
         return VariantCheck(now.name, "unstable", raw, first, second, note=(
             f"{first.change:+.1%} at first, {second.change:+.1%} when re-measured: opposite "
