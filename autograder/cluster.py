@@ -351,7 +351,11 @@ def _grade(state: _Run, task: records.Task, limit_s: float) -> records.Result:
         if state.stopped:
             break
         grader = state.grader()
-        grader.send(task)
+        try:
+            grader.send(task)
+        except OSError:   # it died while idle (killed, out of memory): try a new one
+            state.release(grader, keep=False)
+            continue
         ready, _, _ = select.select([grader.process.stdout], [], [], limit_s)
         if not ready:
             state.release(grader, keep=False)
@@ -361,8 +365,7 @@ def _grade(state: _Run, task: records.Task, limit_s: float) -> records.Result:
         state.release(grader, keep=result is not None)
         if result is not None:
             return result
-    return records.Result(task.work, "not graded", [
-        "the grading process crashed twice on this submission"])
+    return records.Result(task.work, "not graded", [records.DIED_TWICE])
 
 
 def _pack(task: records.Task, result: records.Result

@@ -2,9 +2,9 @@
 
 Each worker is ``python -m autograder.worker`` in its own session, fed one task at a time over
 a pipe. A worker that exceeds the wall-clock limit of a submission is killed (its kernel dies
-with it, see launcher.py) and replaced; one that crashes is replaced and its task retried once.
-If the grading process itself is killed, the workers receive SIGKILL from Linux
-(``PR_SET_PDEATHSIG``) and their kernels follow.
+with it, see launcher.py) and replaced; one that crashes, or dies before it takes its task, is
+replaced and the task retried once. If the grading process itself is killed, the workers
+receive SIGKILL from Linux (``PR_SET_PDEATHSIG``) and their kernels follow.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable, TextIO
 
 from . import course
-from .records import RecordError, Result, Task
+from .records import DIED_TWICE, RecordError, Result, Task
 
 
 class Worker:
@@ -102,6 +102,15 @@ class Pool:
         self._workers.remove(worker)
         worker.stop(kill=True)
 
+    def _lost(self, worker: Worker, task: Task, pending: deque,
+              selector: selectors.BaseSelector) -> None:
+        """``worker`` died holding ``task``: a new worker takes it, once."""
+        self._replace(worker, selector)
+        if not task.retried:
+            pending.appendleft(replace(task, retried=True))
+        else:
+            self.done(task, Result(task.work, "not graded", [DIED_TWICE]))
+
     def _dispatch(self, pending: deque, selector: selectors.BaseSelector) -> None:
         while pending:
             idle = next((w for w in self._workers if w.task is None), None)
@@ -112,23 +121,25 @@ class Pool:
             task = pending.popleft()
             if not task.retried:
                 self.started(task)
-            idle.send(task)
+            try:
+                idle.send(task)
+            except OSError:   # it died before taking the task (killed, out of memory)
+                idle.task = None
+                self._lost(idle, task, pending, selector)
 
     def _collect(self, selector: selectors.BaseSelector, pending: deque) -> None:
         busy = [w for w in self._workers if w.task]
+        if not busy:   # every task given out was lost before it reached a worker
+            return
         wait = min(w.started + self.limit_s - time.monotonic() for w in busy)
         for key, _ in selector.select(timeout=max(0.05, wait)):
             worker: Worker = key.data
             task, result = worker.task, worker.receive()
             worker.task = None
             if result is None:
-                self._replace(worker, selector)
-                if not task.retried:
-                    pending.appendleft(replace(task, retried=True))
-                    continue
-                result = Result(task.work, "not graded", [
-                    "the grading process crashed twice on this submission"])
-            self.done(task, result)
+                self._lost(worker, task, pending, selector)
+            else:
+                self.done(task, result)
         now = time.monotonic()
         for worker in [w for w in self._workers if w.task and now - w.started > self.limit_s]:
             task = worker.task

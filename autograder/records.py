@@ -16,6 +16,9 @@ VERSION = 1
 #: The longest line either side accepts (notes and questions included).
 MAX_LINE_CHARS = 1_000_000
 STATUSES = ("graded", "not graded", "timed out")
+#: The note of a submission whose grading process died on it twice (killed, out of memory).
+DIED_TWICE = ("the grading process died twice on this submission; not the student's score: "
+              "run the same command again to retry it")
 
 
 class RecordError(ValueError):

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,9 @@ from chapters import REPO
 
 from autograder import isolation, samples
 from autograder.grade import Settings, grade
-from autograder.gradebook import merge
+from autograder.gradebook import merge, prepare
+from autograder.pool import Pool
+from autograder.records import DIED_TWICE, Task
 
 
 def _cohort(root: Path, students: list[str]) -> Path:
@@ -163,3 +166,52 @@ def test_socket_folders_of_dead_workers_are_swept_and_others_kept(tmp_path):
         assert made.stat().st_mode & 0o777 == 0o700
     finally:
         made.rmdir()
+
+
+class _WorkersDie(Pool):
+    """A pool whose first ``deaths`` workers are killed as soon as they start: before they take
+    a task, as the kernel's out-of-memory killer or an operator might."""
+
+    def __init__(self, deaths: int, **kwargs):
+        super().__init__(**kwargs)
+        self.deaths = deaths
+
+    def _spawn(self, selector):
+        worker = super()._spawn(selector)
+        if self._spawned <= self.deaths:
+            os.killpg(worker.process.pid, signal.SIGKILL)
+            worker.process.wait()
+        return worker
+
+
+@pytest.fixture(scope="module")
+def one_task(tmp_path_factory):
+    """A solved chapter-01 notebook as the grading process hands it to a worker."""
+    out = tmp_path_factory.mktemp("pool")
+    template = prepare(out, [samples.CHAPTER])
+    handed_in = out / "in" / samples.NOTEBOOK
+    handed_in.parent.mkdir()
+    handed_in.write_bytes(samples.notebook(samples.solutions()))
+    settings = Settings(5, 512)
+    return out, Task(key=f"ada/{samples.CHAPTER}", student="ada", assignment=samples.CHAPTER,
+                     notebooks={samples.NOTEBOOK: str(handed_in)}, work=str(out / "task"),
+                     template=str(template), release=str(out / "release"),
+                     timeout=settings.timeout, wall_timeout=settings.wall_s,
+                     memory_mb=settings.memory_mb)
+
+
+@pytest.mark.parametrize("deaths, expected", [(1, ("graded", 10.0)), (2, ("not graded", 0.0))])
+def test_a_worker_dead_before_it_takes_its_task_is_replaced(one_task, tmp_path, deaths,
+                                                             expected):
+    """The first worker dies before the task reaches it: a new one grades it. If that one dies
+    too, the row says so (not the student's score) and the run ends: no endless respawning."""
+    _, task = one_task
+    task = replace(task, work=str(tmp_path / "task"))
+    finished = []
+    pool = _WorkersDie(deaths, jobs=1, logs=tmp_path, limit_s=300,
+                       done=lambda t, result: finished.append(result))
+    pool.run([task])
+    assert [(r.status, r.auto_score) for r in finished] == [expected]
+    assert pool._spawned == 2
+    if deaths == 2:
+        assert finished[0].notes == [DIED_TWICE]
