@@ -19,10 +19,15 @@ from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
+from traitlets.config import Config
 
 REPO = Path(__file__).resolve().parent.parent
 BUDGET_SECONDS, BUDGET_MB, BINDER_MB = 30.0, 700.0, 1000.0
 QUICK_CHAPTER = "01_parameters"
+
+#: CurveZMQ keys for the kernel, as the book's build uses (book/_ext/kernel_encryption.py):
+#: without them ipykernel 7 warns on every start that it runs over TCP without encryption.
+ENCRYPTED = Config({"KernelManager": {"transport_encryption": "auto"}})
 
 
 def kernel_peak_mb(client: NotebookClient) -> float:
@@ -46,7 +51,8 @@ def children_peak_mb(client: NotebookClient, index: int) -> float:
 def run(path: Path) -> tuple[float, float, float]:
     notebook = nbformat.read(path, as_version=4)
     client = NotebookClient(notebook, timeout=600, kernel_name="python3",
-                            resources={"metadata": {"path": str(path.parent)}})
+                            resources={"metadata": {"path": str(path.parent)}},
+                            config=ENCRYPTED)
     with client.setup_kernel():
         start = time.perf_counter()
         for index, cell in enumerate(notebook.cells):

@@ -24,15 +24,21 @@ from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
+from traitlets.config import Config
 
 REPO = Path(__file__).resolve().parent.parent
+
+#: CurveZMQ keys for the kernel, as the book's build uses (book/_ext/kernel_encryption.py):
+#: without them ipykernel 7 warns on every start that it runs over TCP without encryption.
+ENCRYPTED = Config({"KernelManager": {"transport_encryption": "auto"}})
 
 
 def run_chapter(path: Path, timeout: int) -> tuple[float, float]:
     """(seconds to execute the notebook, seconds of its slowest cell), plain nbclient."""
     notebook = nbformat.read(path, as_version=4)
     client = NotebookClient(notebook, timeout=timeout, kernel_name="python3",
-                            resources={"metadata": {"path": str(path.parent)}})
+                            resources={"metadata": {"path": str(path.parent)}},
+                            config=ENCRYPTED)
     slowest = 0.0
     with client.setup_kernel():
         start = time.perf_counter()
