@@ -215,3 +215,23 @@ def test_a_worker_dead_before_it_takes_its_task_is_replaced(one_task, tmp_path, 
     assert pool._spawned == 2
     if deaths == 2:
         assert finished[0].notes == [DIED_TWICE]
+
+
+def test_a_dask_workers_grader_that_died_while_idle_is_replaced(one_task, tmp_path):
+    """On a Dask worker, graders wait idle between submissions; one that died meanwhile (killed,
+    out of memory) is replaced, and the submission graded by the new one."""
+    pytest.importorskip("distributed")
+    from autograder.cluster import _grade, _Run
+
+    _, task = one_task
+    state = _Run("test-run", jobs=1, root=tmp_path)
+    try:
+        idle = state.grader()
+        state.release(idle, keep=True)
+        os.killpg(idle.process.pid, signal.SIGKILL)
+        idle.process.wait()
+        result = _grade(state, replace(task, work=str(tmp_path / "task")), limit_s=300)
+        assert (result.status, result.auto_score) == ("graded", 10.0), result.notes
+        assert state.spawned == 2
+    finally:
+        state.stop()
