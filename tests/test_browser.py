@@ -131,8 +131,9 @@ def test_every_page_loads_without_javascript_errors_from_our_content(site, serve
 
 def test_search_finds_a_chapter(server, browser):
     _open(browser, f"{server}/search.html?q=roofline")
+    # Sphinx lists the results one by one (5 ms apart) and writes the summary when all are in.
     WebDriverWait(browser, 30).until(
-        lambda d: d.find_elements(By.CSS_SELECTOR, "#search-results li a"))
+        lambda d: d.find_element(By.CSS_SELECTOR, "#search-results .search-summary").text)
     links = [a.get_attribute("href")
              for a in browser.find_elements(By.CSS_SELECTOR, "#search-results li a")]
     assert any("notebooks/05_bottlenecks/bottlenecks.html" in link for link in links), links
