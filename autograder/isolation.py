@@ -12,8 +12,9 @@ namespaces, with no daemon and no image. The kernel it starts sees:
   no network at all (``--unshare-net``: not even the host's 127.0.0.1); a neighbouring kernel's
   sockets are in another folder it cannot see;
 - its own process tree (``--unshare-pid``): it cannot see or signal other processes, and when
-  the sandbox's first process ends or the grader dies (``--die-with-parent``), every process in
-  it is killed, detached or not.
+  the sandbox's first process ends or the grader dies (``--die-with-parent``, and a lifeline
+  pipe for the moments before bwrap's own tie is in place: launcher.py), every process in it
+  is killed, detached or not.
 
 Limits are set by ``launcher.py`` inside the sandbox before the kernel starts: address space
 (shared mappings included), data segment, processes, file size, no core files. When the grader
@@ -149,11 +150,12 @@ def _parents(paths: list[Path]) -> list[str]:
 
 def sandbox_command(command: list[str], *, scratch: Path, sockets: Path, limits: Limits,
                     parent_pid: int, cgroup_procs: list[Path] = (),
-                    font_cache: list[Path] = ()) -> list[str]:
+                    font_cache: list[Path] = (), lifeline_fd: int | None = None) -> list[str]:
     """``command`` (a kernel's argv) wrapped: bwrap with the mounts and namespaces of the module
     docstring, then launcher.py with ``limits``, then the kernel. The first process joins the
     control group whose ``cgroup_procs`` files are given (resources.py) before bwrap starts;
-    ``font_cache`` files (caches.py) appear read-only in the kernel's MPLCONFIGDIR."""
+    ``font_cache`` files (caches.py) appear read-only in the kernel's MPLCONFIGDIR; the sandbox
+    ends when the grader's end of ``lifeline_fd`` closes (launcher.py's ``--lifeline``)."""
     spec = importlib.util.find_spec("tinyprof")
     package_parent = (Path(spec.origin).resolve().parent.parent if spec and spec.origin
                       else Path("/"))
@@ -186,6 +188,8 @@ def sandbox_command(command: list[str], *, scratch: Path, sockets: Path, limits:
         launcher += ["--uid", str(kernel_uid())]
     if seccomp_available():
         launcher += ["--no-userns", "1"]
+    if lifeline_fd is not None:
+        launcher += ["--lifeline", str(lifeline_fd)]
     # bwrap ties itself to its parent only once its set-up is done; a grader killed in those
     # milliseconds would leave an orphan sandbox. launcher.py ties bwrap to the grader before
     # it starts (PR_SET_PDEATHSIG survives exec), and exits if the grader is already gone.

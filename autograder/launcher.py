@@ -18,6 +18,11 @@ apply to an unsandboxed kernel.
   OpenBLAS maps a buffer of about 40 MB per thread it starts, one per core.
 - The kernel is killed when the grading process that started it dies (``PR_SET_PDEATHSIG``);
   in the sandbox bwrap's ``--die-with-parent`` does this instead (``--parent-pid 0``).
+- ``--lifeline FD`` (in the sandbox): the read end of a pipe whose only write end the grading
+  process holds. A watcher process (the kernel's uid, outside the kernel) waits on it; at end of
+  file (the grader died, or let the kernel go) it kills every process of the sandbox it may
+  signal. bwrap ties its inner process to its parent only once the sandbox is set up, so a
+  grader killed in those milliseconds would otherwise leave the sandbox running.
 - ``--cgroup FILE`` (repeatable): join a control group first (resources.py), by writing this
   process's id into the group's ``cgroup.procs``; everything started after, the sandbox
   included, is counted in it.
@@ -132,6 +137,21 @@ def refuse_user_namespaces() -> None:
         raise OSError("seccomp_load failed")
 
 
+def watch_lifeline(fd: int) -> None:
+    """Fork a watcher that reads ``fd`` until end of file, then SIGKILLs every process it may
+    signal (``kill(-1)``: in the sandbox's own process namespace, all but its init and itself);
+    the caller keeps no copy of ``fd``."""
+    if os.fork() == 0:
+        try:
+            while os.read(fd, 64):
+                pass
+        except OSError:
+            pass
+        os.kill(-1, signal.SIGKILL)
+        os._exit(0)
+    os.close(fd)
+
+
 def join_groups(procs_files: list[str]) -> None:
     """Move this process into the control groups whose ``cgroup.procs`` files are given."""
     for path in procs_files:
@@ -153,6 +173,8 @@ def main(argv: list[str]) -> None:
         refuse_user_namespaces()
     if "--uid" in values:
         become(values["--uid"])
+    if "--lifeline" in values:
+        watch_lifeline(values["--lifeline"])
     for name in THREAD_VARIABLES:
         os.environ.setdefault(name, "1")
     os.execv(command[0], command)

@@ -63,6 +63,7 @@ class SandboxedKernelManager(AsyncKernelManager):
         super().__init__(**kwargs)
         self._sockets: Path | None = None
         self._group: resources.KernelGroup | None = None
+        self._lifeline: tuple[int, int] | None = None   # (read end, write end), launcher.py
         self._cwd = os.getcwd()
         if self.isolate:
             self._sockets = isolation.new_sockets_folder()
@@ -77,10 +78,31 @@ class SandboxedKernelManager(AsyncKernelManager):
         self._cwd = kw.get("cwd") or self._cwd
         if self.isolate:
             self.kernel_spec.interrupt_mode = "message"
+            self.close_lifeline()
+            self._lifeline = os.pipe()   # neither end inheritable but as passed below
         command, kw = await super()._async_pre_start_kernel(**kw)
-        # The kernel inherits no descriptor of the grader's: not its log (stderr), not its pipe.
+        # The kernel inherits no descriptor of the grader's: not its log (stderr), not its pipe;
+        # the sandbox's watcher gets the read end of its lifeline (launcher.py).
         kw.update(stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if self._lifeline is not None:
+            kw["pass_fds"] = (self._lifeline[0],)
         return command, kw
+
+    async def _async_launch_kernel(self, kernel_cmd: list[str], **kw) -> None:
+        try:
+            await super()._async_launch_kernel(kernel_cmd, **kw)
+        finally:
+            if self._lifeline is not None:   # the sandbox has its copy of the read end
+                os.close(self._lifeline[0])
+                self._lifeline = (-1, self._lifeline[1])
+
+    def close_lifeline(self) -> None:
+        """Let the sandbox go: its watcher kills what is left in it (launcher.py)."""
+        if self._lifeline is not None:
+            for fd in self._lifeline:
+                if fd >= 0:
+                    os.close(fd)
+            self._lifeline = None
 
     def write_connection_file(self, **kwargs) -> None:
         super().write_connection_file(**kwargs)
@@ -94,10 +116,11 @@ class SandboxedKernelManager(AsyncKernelManager):
         self._group = resources.create(limits.memory_mb, limits.processes)
         procs = self._group.procs_files if self._group else []
         if self.isolate:
-            return isolation.sandbox_command(command, scratch=Path(self._cwd),
-                                             sockets=self._sockets, limits=limits,
-                                             parent_pid=os.getpid(), cgroup_procs=procs,
-                                             font_cache=[Path(f) for f in self.font_cache])
+            return isolation.sandbox_command(
+                command, scratch=Path(self._cwd), sockets=self._sockets, limits=limits,
+                parent_pid=os.getpid(), cgroup_procs=procs,
+                font_cache=[Path(f) for f in self.font_cache],
+                lifeline_fd=self._lifeline[0] if self._lifeline else None)
         return [sys.executable, "-S", str(LAUNCHER), "--memory-mb", str(limits.memory_mb),
                 "--address-space-mb", str(limits.address_space_mb),
                 "--file-mb", str(limits.file_mb), "--parent-pid", str(os.getpid()),
@@ -130,6 +153,7 @@ class SandboxedKernelManager(AsyncKernelManager):
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart=restart)
+        self.close_lifeline()
         self.remove_group()
         if not restart:
             self.remove_sockets()
@@ -142,6 +166,7 @@ class SandboxedKernelManager(AsyncKernelManager):
 
     def remove_sockets(self) -> None:
         """Delete this kernel's socket folder (also when its shutdown failed half way)."""
+        self.close_lifeline()
         self.remove_group()
         if self._sockets is not None:
             isolation.remove_sockets_folder(self._sockets)

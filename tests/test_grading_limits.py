@@ -235,3 +235,44 @@ def test_a_dask_workers_grader_that_died_while_idle_is_replaced(one_task, tmp_pa
         assert state.spawned == 2
     finally:
         state.stop()
+
+
+@pytest.mark.skipif(
+    not Path("/usr/bin/bwrap").exists() and os.environ.get("CI") != "true",
+    reason="bubblewrap is not installed (CI installs it; locally: apt-get install bubblewrap)")
+def test_a_sandbox_ends_when_the_graders_end_of_its_lifeline_closes(tmp_path):
+    """If the grader dies while bwrap is still setting a sandbox up, bwrap's own tie to its
+    parent is not in place yet: the sandbox's watcher (launcher.py) ends it instead, as soon as
+    the grader's end of the lifeline closes, with whatever the student started in it."""
+    import asyncio
+
+    from autograder.sandbox import SandboxedKernelManager
+
+    async def run() -> tuple[int | None, float, list[int]]:
+        kernel = SandboxedKernelManager(kernel_name="python3", memory_mb=512)
+        await kernel.start_kernel(cwd=str(tmp_path))
+        client = kernel.client()
+        client.start_channels()
+        try:
+            await client.wait_for_ready(timeout=60)
+            reply = await client.execute_interactive(
+                "import subprocess\nsubprocess.Popen(['sleep', '600'])", timeout=60)
+            assert reply["content"]["status"] == "ok"
+            group, process = kernel._group, kernel.provisioner.process
+            os.close(kernel._lifeline[1])   # as the grader's death would
+            kernel._lifeline = None
+            start = time.monotonic()
+            while process.poll() is None and time.monotonic() - start < 30:
+                await asyncio.sleep(0.05)
+            seconds = time.monotonic() - start
+            while group is not None and group.pids() and time.monotonic() - start < 35:
+                await asyncio.sleep(0.05)
+            return process.returncode, seconds, group.pids() if group is not None else []
+        finally:
+            client.stop_channels()
+            await kernel.shutdown_kernel(now=True)
+
+    status, seconds, left = asyncio.run(run())
+    assert status is not None, "the sandbox outlived its lifeline by 30 s"
+    assert seconds < 10, f"the sandbox took {seconds:.1f} s to end"
+    assert left == [], f"processes left in the kernel's control group: {left}"
