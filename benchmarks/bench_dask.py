@@ -44,17 +44,6 @@ from autograder.grade import Settings, grade  # noqa: E402
 REPO = Path(__file__).resolve().parent.parent
 
 
-def cohort(root: Path, size: int) -> Path:
-    kinds = {"solved": samples.notebook(samples.solutions()),
-             "partial": samples.notebook(samples._partial()), "blank": samples.notebook({})}
-    for i in range(size):
-        kind = list(kinds)[i % len(kinds)]
-        folder = root / f"student{i:03d}_{kind}" / samples.CHAPTER
-        folder.mkdir(parents=True)
-        (folder / samples.NOTEBOOK).write_bytes(kinds[kind])
-    return root
-
-
 def start_cluster(folder: Path, workers: int) -> tuple[str, list[subprocess.Popen]]:
     """``python -m dask scheduler`` and ``workers`` × ``python -m dask worker`` from the
     repository, each in a session of its own."""
@@ -142,7 +131,7 @@ def main() -> None:
           f"{sys.version.split()[0]}")
     with tempfile.TemporaryDirectory(prefix="bench-dask-") as tmp:
         scratch = Path(tmp)
-        root = cohort(scratch / "cohort", args.cohort)
+        root = samples.mixed_cohort(scratch / "cohort", args.cohort)
         address, processes = start_cluster(scratch, workers=2)
         ways = {"--jobs 2 (this machine)": {"jobs": 2},
                 "Dask, 2 workers (tcp)": {"jobs": 1, "scheduler": address},

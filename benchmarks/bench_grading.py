@@ -86,18 +86,6 @@ def one_notebook(scratch: Path, repeat: int) -> dict[str, float]:
     return {name: statistics.median(values) for name, values in times.items()}
 
 
-def cohort(scratch: Path, size: int) -> Path:
-    kinds = {"solved": samples.notebook(samples.solutions()),
-             "partial": samples.notebook(samples._partial()), "blank": samples.notebook({})}
-    root = scratch / "cohort"
-    for i in range(size):
-        kind = list(kinds)[i % len(kinds)]
-        folder = root / f"student{i:03d}_{kind}" / samples.CHAPTER
-        folder.mkdir(parents=True)
-        (folder / samples.NOTEBOOK).write_bytes(kinds[kind])
-    return root
-
-
 def quick(scratch: Path) -> None:
     notebook = samples.notebook(samples.solutions())
     folder = scratch / "quick"
@@ -137,7 +125,7 @@ def main() -> None:
         print(f"  the sandbox costs {sandboxed - bare:+.2f} s per notebook "
               f"({sandboxed / bare:.2f}× bare nbclient); fixed cost of a grade command: "
               f"{fixed:.2f} s")
-        root = cohort(scratch, args.cohort)
+        root = samples.mixed_cohort(scratch / "cohort", args.cohort)
         walls, tables = {}, {}
         for jobs in (1, args.jobs):
             out = scratch / f"jobs{jobs}"

@@ -187,6 +187,19 @@ SAMPLES = [
 ]
 
 
+def mixed_cohort(root: Path, size: int) -> Path:
+    """``size`` chapter-01 submissions under ``root``, one folder per student, solved, partly
+    solved and untouched in turn (the cohort the grading benchmarks time); return ``root``."""
+    kinds = {"solved": notebook(solutions()), "partial": notebook(_partial()),
+             "blank": notebook({})}
+    for i in range(size):
+        kind = list(kinds)[i % len(kinds)]
+        folder = root / f"student{i:03d}_{kind}" / CHAPTER
+        folder.mkdir(parents=True)
+        (folder / NOTEBOOK).write_bytes(kinds[kind])
+    return root
+
+
 def write_zip(path: Path) -> Path:
     """Write the sample cohort as an LMS zip at ``path``; return ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
