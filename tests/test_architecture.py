@@ -15,6 +15,7 @@ cycle. A module may import modules of its own layer or of the layers below it, n
                  layer_profiler, placement)
     bench        bench.* (suite, regression,        chapter 6: variants side by side, baselines
                  reports, classic)
+    faster       faster.* (pipeline)                chapter 8: a slow step and its fixes
     widgets      widgets.*                          explorers
     facade       profiler, tinyprof, testing        one object over all of it
 
@@ -48,6 +49,7 @@ LAYERS = [
     ("plots", {"plots"}),
     ("bottlenecks", {"bottlenecks", "pytorch", "pytorch.profiler", "pytorch.roofline"}),
     ("bench", {"bench"}),
+    ("faster", {"faster"}),
     ("widgets", {"widgets"}),
     ("facade", {"profiler", "", "testing", "remote"}),
 ]
