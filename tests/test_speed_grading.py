@@ -11,14 +11,20 @@ into tinyprof's own fix.
 
 from __future__ import annotations
 
+import csv
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
 import pytest
+from chapters import REPO
 from nbformat.v4 import new_code_cell, new_notebook
 from traitlets.config import Config
 
+from autograder import samples
 from autograder.execute import GraderExecute
 
 pytestmark = pytest.mark.skipif(
@@ -162,3 +168,49 @@ def test_no_cheat_gains_the_speed_point(cheat, tmp_path):
     expected = {"an output remembered across calls": "call 2 (fresh inputs)",
                 "a call into tinyprof's own fix": "switched off"}.get(cheat, "not 2× faster")
     assert expected in message, (cheat, message)
+
+
+# --- chapter 08 through `python -m autograder grade --jobs 2` --------------------------------
+
+CHAPTER, NOTEBOOK = "08_faster", "faster.ipynb"
+
+
+def _speed_cells() -> list[str]:
+    """The grade ids of chapter 08's test cells that time ``fast_step``."""
+    source = json.loads((REPO / "solutions" / CHAPTER / NOTEBOOK).read_text(encoding="utf-8"))
+    return [cell["metadata"]["nbgrader"]["grade_id"] for cell in source["cells"]
+            if cell["metadata"].get("nbgrader", {}).get("grade")
+            and "expect_faster(fast_step" in "".join(cell["source"])]
+
+
+def _as_is() -> dict[str, str]:
+    """The solution with ``fast_step`` replaced by the student's copy of the baseline."""
+    answers = samples.solutions(CHAPTER, NOTEBOOK)
+    step = next(gid for gid, code in answers.items() if "def fast_step" in code)
+    return {**answers, step: SETUP + SLOW + "\nfast_step = fix\n"}
+
+
+@pytest.fixture(scope="module")
+def chapter(tmp_path_factory) -> dict[str, dict]:
+    root = tmp_path_factory.mktemp("speed08")
+    cohort = {"ada": samples.solutions(CHAPTER, NOTEBOOK), "blank": {}, "asis": _as_is()}
+    for student, answers in cohort.items():
+        folder = root / "in" / student / CHAPTER
+        folder.mkdir(parents=True)
+        (folder / NOTEBOOK).write_bytes(samples.notebook(answers, chapter=CHAPTER,
+                                                         name=NOTEBOOK))
+    run = subprocess.run([sys.executable, "-m", "autograder", "grade", str(root / "in"),
+                          "--out", str(root / "out"), "--jobs", "2"], cwd=REPO,
+                         capture_output=True, text=True, timeout=1200)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    with open(root / "out" / "grades.csv", newline="", encoding="utf-8") as handle:
+        return {row["student"]: row for row in csv.DictReader(handle)}
+
+
+def test_chapter_08_speed_points_go_to_the_solution_only(chapter):
+    cells = _speed_cells()
+    assert len(cells) >= 2, cells
+    assert all(float(chapter["ada"][cell]) > 0 for cell in cells), chapter["ada"]
+    for student in ("blank", "asis"):
+        assert all(float(chapter[student][cell] or 0) == 0 for cell in cells), chapter[student]
+    assert chapter["ada"]["auto_score"] == chapter["ada"]["max_auto_score"], chapter["ada"]
