@@ -42,19 +42,27 @@ def hidden_test_lines(source_notebook: Path) -> set[str]:
     return marked_lines(source_notebook, "HIDDEN TESTS", 12)
 
 
+MARKERS = ("BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
+
+
+def redact(text: str, hidden: set[str], markers=MARKERS) -> str:
+    """``text`` with every line that repeats a hidden-test line (or a marker) replaced by
+    :data:`REDACTED`; also used for the messages in the page's summary (exercises.py)."""
+    kept = [REDACTED if line.strip() in hidden or any(m in line for m in markers) else line
+            for line in text.split("\n")]
+    return "\n".join(kept)
+
+
 class RedactFeedback(Preprocessor):
     """Tracebacks of test cells cut to their message; output lines quoting hidden tests
     removed (see the module docstring)."""
 
     hidden_lines = List(Unicode(), help="Stripped hidden-test lines to keep out of outputs").tag(
         config=True)
-    markers = List(Unicode(), ["BEGIN HIDDEN TESTS", "END HIDDEN TESTS"]).tag(config=True)
+    markers = List(Unicode(), list(MARKERS)).tag(config=True)
 
     def _clean(self, text: str) -> str:
-        hidden = set(self.hidden_lines)
-        kept = [REDACTED if line.strip() in hidden or any(m in line for m in self.markers)
-                else line for line in text.split("\n")]
-        return "\n".join(kept)
+        return redact(text, set(self.hidden_lines), self.markers)
 
     def preprocess_cell(self, cell, resources, index):
         for output in cell.get("outputs", []):
@@ -163,5 +171,5 @@ def configure_feedback(config, source_notebooks: list[Path], submitted: Path) ->
     config.HTMLExporter.sanitize_html = True
 
 
-__all__ = ["REDACTED", "RedactFeedback", "SubmittedOutputs", "configure_feedback",
+__all__ = ["REDACTED", "RedactFeedback", "redact", "SubmittedOutputs", "configure_feedback",
            "defang_links", "hidden_test_lines"]
