@@ -162,6 +162,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print((Path(out) / "summary.txt").read_text(encoding="utf-8"), end="")
     print(f"grades: {Path(out) / 'grades.csv'}\nfeedback: {Path(out) / 'feedback'}")
+    if args.command == "demo":   # demo.py exported the grades into a Canvas gradebook
+        print((Path(out).parent / "export" / "export_summary.txt").read_text(encoding="utf-8"),
+              end="")
     return 0
 
 

@@ -68,10 +68,15 @@ class Entry:
         """Which LMS's download the graded file came from ("Canvas", "Moodle" or ""), read off
         its path as intake.py did: a Canvas user id and a Moodle participant id are both plain
         numbers, so an id is only looked up in its own LMS's file."""
-        parts = self.row.submitted.split(", ")[0].split(":", 1)[-1].split("/")
-        if any(MOODLE_DIR.match(part) for part in parts[:-1]) or MOODLE_FILE.match(parts[-1]):
+        parts = self.row.submitted.split("/")
+
+        def carries_id(pattern) -> bool:
+            return any((found := pattern.match(part)) and found["uid"] == self.row.lms_id
+                       for part in parts)
+
+        if carries_id(MOODLE_DIR) or carries_id(MOODLE_FILE):
             return "Moodle"
-        return "Canvas" if CANVAS.match(parts[-1]) else ""
+        return "Canvas" if carries_id(CANVAS) else ""
 
 
 @dataclass
@@ -231,18 +236,20 @@ def _canvas(entries: list[Entry], path: Path, assignment: str, out: Path,
     sheet = _read(path, out)
     column = lms.canvas_column(sheet, assignment)
     rows, possible = lms.canvas_rows(sheet)
-    lms_points = lms.parse_number(sheet.value(possible, column)) if possible else None
+    lms_points = lms.parse_number(sheet.value(possible, column)) if possible is not None \
+        else None
 
     def fill(entry: Entry, index: int) -> bool:
         value = _scaled(entry, lms_points)
         return sheet.set_number(index, column, value, lms.points_text(value))
 
     label = f"Canvas gradebook {path.name}, column {sheet.header[column]!r}"
+    at = len(report.lines) + 1   # the "written to" line goes under _fill's first line
     _fill(entries, rows, fill, label, lms_points, "Canvas", report)
     target = out / path.name
     sheet.write(target)
     report.written.append(target)
-    report.lines.insert(1, f"{label}: written to {target}")
+    report.lines.insert(at, f"  written to {target}")
 
 
 def _moodle(entries: list[Entry], path: Path, graded: Path, chapter: str, out: Path,
@@ -253,25 +260,35 @@ def _moodle(entries: list[Entry], path: Path, graded: Path, chapter: str, out: P
     grade, maximum = columns["Grade"], columns["Maximum Grade"]
     comments, name = sheet.column(lms.MOODLE_COMMENTS), sheet.column("Full name")
     comma = lms.comma_decimal(sheet, maximum) or lms.comma_decimal(sheet, grade)
+    locked = sheet.column("Grade can be changed")
     pages: dict[str, bytes] = {}
+    notes: list[str] = []
 
     def fill(entry: Entry, index: int) -> bool:
-        value = _scaled(entry, lms.parse_number(sheet.value(index, maximum), comma))
+        points = lms.parse_number(sheet.value(index, maximum), comma)
+        value = _scaled(entry, points)
+        if value != entry.score:
+            notes.append(f"  {entry.who}: {entry.score:g} / {entry.row.max_score:g} scaled to "
+                         f"the worksheet's Maximum Grade, {value:.2f} / {points:g}")
+        if locked is not None and sheet.value(index, locked).strip().lower() == "no":
+            notes.append(f"  {entry.who}: Moodle says the grade cannot be changed (line "
+                         f"{index + 1}); Moodle will skip it on import")
         changed = sheet.set_number(index, grade, value, lms.points_text(value, comma, True),
                                    comma)
         if comments is not None:
             comment = _comment(entry, graded, chapter)
-            if sheet.value(index, comments) != comment:
+            if sheet.value(index, comments) != comment:   # an equal comment keeps its bytes
                 sheet.set(index, comments, comment)
                 changed = True
         full_name = sheet.value(index, name) if name is not None else entry.row.student
-        folder = lms.feedback_folder(full_name, entry.row.lms_id)
-        for page in sorted((graded / "feedback" / entry.row.student / chapter).glob("*.html")):
-            pages[f"{folder}/{page.name}"] = page.read_bytes()
+        pages.update(_pages(graded / "feedback" / entry.row.student / chapter,
+                            lms.feedback_folder(full_name, entry.row.lms_id)))
         return changed
 
     label = f"Moodle worksheet {path.name}"
+    at = len(report.lines) + 1
     _fill(entries, rows, fill, label, None, "Moodle", report)
+    report.lines[at:at] = notes
     if comments is None:
         report.lines.append(f"  {path.name} has no {lms.MOODLE_COMMENTS!r} column: turn on "
                             "feedback comments in the assignment's settings to get them")
@@ -279,8 +296,13 @@ def _moodle(entries: list[Entry], path: Path, graded: Path, chapter: str, out: P
     sheet.write(target)
     lms.write_zip(archive, pages)
     report.written += [target, archive]
-    report.lines.insert(1, f"{label}: written to {target}; {len(pages)} feedback page(s) in "
-                           f"{archive}")
+    report.lines.insert(at, f"  written to {target}; {len(pages)} feedback page(s) in "
+                            f"{archive}")
+
+
+def _pages(folder: Path, into: str) -> dict[str, bytes]:
+    """A student's feedback pages, named as they go into the feedback zip."""
+    return {f"{into}/{page.name}": page.read_bytes() for page in sorted(folder.glob("*.html"))}
 
 
 def _plain(entries: list[Entry], path: Path, report: Report) -> None:

@@ -36,12 +36,14 @@ COHORT = {
     "smithjo_12_2_parameters.ipynb": "partial",
     f"Zoë Ñúñez_123456_assignsubmission_file_/{NOTEBOOK}": "partial",
     f"Jürgen Groß_777_assignsubmission_file_{NOTEBOOK}": "solved",
+    f'O\'Neil, Anne-Marie "Annie"_888_assignsubmission_file_/{NOTEBOOK}': "blank",
     "cheatcarl_1040_5040_parameters.ipynb": "flagged",
     "bernerslee_1015_5015_parameters.ipynb": "cut",
     "ghostgus_1050_5050_parameters.ipynb": "solved",
 }
 #: Canvas user id / Moodle participant id → the score that must land on that student's row.
-SCORES = {"1001": 10, "1002": 6, "1003": 0, "11": 10, "12": 6, "123456": 6, "777": 10}
+SCORES = {"1001": 10, "1002": 6, "1003": 0, "11": 10, "12": 6, "123456": 6, "777": 10,
+          "888": 0}
 HELD = {"1040": "flagged for review: ", "1015": "unreadable: corrupt notebook"}
 
 
@@ -179,7 +181,7 @@ def test_moodle_worksheet_gets_grades_comments_and_a_feedback_zip(graded, tmp_pa
     report = export(graded, CHAPTER, tmp_path / "out", moodle=worksheet)
     rows = _by(tmp_path / "out" / "worksheet.csv", "Identifier")
     assert {pid: rows[pid]["Grade"] for pid in PARTICIPANTS} == {
-        "123456": "6.00", "777": "10.00", "888": "", "999": ""}
+        "123456": "6.00", "777": "10.00", "888": "0.00", "999": ""}
     comment = rows["123456"]["Feedback comments"]
     assert comment.startswith("Score: 6 / 12 (autograded 6 / 10).<br>")
     assert ("Exercise 1 · linear_params: 0 / 2 — linear_params(128, 64): expected 8,256, got "
@@ -189,18 +191,21 @@ def test_moodle_worksheet_gets_grades_comments_and_a_feedback_zip(graded, tmp_pa
         names = sorted(archive.namelist())
         page = archive.read("Zoë Ñúñez_123456_assignfeedback_file_/parameters.html")
     assert names == ["Jürgen Groß Meier_777_assignfeedback_file_/parameters.html",
+                     "O'Neil, Anne-Marie Annie_888_assignfeedback_file_/parameters.html",
                      "Zoë Ñúñez_123456_assignfeedback_file_/parameters.html"]
     assert page == (graded / "feedback" / "Zoë Ñúñez" / CHAPTER / "parameters.html").read_bytes()
     text = "\n".join(report.lines)
-    assert "Moodle worksheet worksheet.csv: 2 score(s) filled (2 changed); 2 student(s)" in text
+    assert "Moodle worksheet worksheet.csv: 3 score(s) filled (3 changed); 1 student(s)" in text
     assert "  ? lovelaceada (1001): score 10, a Canvas submission, handed in as" in text
 
 
 def test_moodle_scales_to_its_maximum_grade_with_its_decimal_comma(graded, tmp_path):
     worksheet = _moodle_file(tmp_path / "worksheet.csv", maximum="100,00")
-    export(graded, CHAPTER, tmp_path / "out", moodle=worksheet)
+    report = export(graded, CHAPTER, tmp_path / "out", moodle=worksheet)
     rows = _by(tmp_path / "out" / "worksheet.csv", "Identifier")
     assert (rows["123456"]["Grade"], rows["777"]["Grade"]) == ("50,00", "83,33")
+    assert ("  Zoë Ñúñez (123456): 6 / 12 scaled to the worksheet's Maximum Grade, 50.00 / 100"
+            in report.lines)
 
 
 # --- what is never exported as a number --------------------------------------------------------
@@ -324,3 +329,19 @@ def test_a_sheet_is_written_back_byte_for_byte(tmp_path):
     (tmp_path / "latin.csv").write_bytes("Groß".encode("latin-1"))
     with pytest.raises(SheetError, match="latin.csv: not UTF-8 text"):
         Sheet.read(tmp_path / "latin.csv")
+
+
+def test_the_export_commands_of_the_instructors_page_are_accepted_as_written():
+    import shlex
+
+    from autograder.__main__ import parser
+
+    page = (REPO / "book" / "instructors.md").read_text(encoding="utf-8")
+    commands = [line for line in page.splitlines()
+                if line.startswith(".venv/bin/python -m autograder export ")]
+    assert len(commands) == 2   # Canvas and Moodle, step by step
+    for line in commands:
+        args = parser().parse_args(shlex.split(line)[3:])
+        assert (args.command, args.chapter) == ("export", CHAPTER)
+        assert (args.canvas is None) != (args.moodle is None)
+        assert args.canvas is None or args.assignment == "Parameters"
