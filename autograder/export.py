@@ -36,7 +36,6 @@ from pathlib import Path
 
 from . import course, lms
 from .exercises import outcomes, summary_lines
-from .feedback import hidden_test_lines, redact
 from .intake import CANVAS, MOODLE_DIR, MOODLE_FILE
 from .report import BASE_COLUMNS, EXTRA_COLUMNS, FORMULA_STARTS, GradeRow, inert
 
@@ -369,16 +368,17 @@ def _comment(entry: Entry, graded: Path, chapter: str) -> str:
     """The Moodle feedback comment: the score, then each exercise with the grader's message
     (HTML, as Moodle shows comments)."""
     row = entry.row
+    from .feedback import redactor  # loads nbconvert: only when comments are written
+
     lines = [f"Score: {entry.score:g} / {row.max_score:g} (autograded "
              f"{row.auto_score or 0:g} / {row.max_auto_score or 0:g})."]
     for notebook in sorted((graded / "autograded" / row.student / chapter).glob("*.ipynb")):
         instructor = course.SOLUTIONS / chapter / notebook.name
         if not instructor.is_file():
             continue
-        hidden = hidden_test_lines(instructor)
         found = outcomes(json.loads(notebook.read_text(encoding="utf-8")),
                          json.loads(instructor.read_text(encoding="utf-8")), row.questions,
-                         clean=lambda text, hidden=hidden: redact(text, hidden))
+                         clean=redactor(instructor))
         lines += summary_lines(found)
     if row.status != "graded":
         lines += row.notes

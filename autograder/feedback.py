@@ -53,6 +53,12 @@ def redact(text: str, hidden: set[str], markers=MARKERS) -> str:
     return "\n".join(kept)
 
 
+def redactor(instructor: Path):
+    """:func:`redact` for one chapter notebook: a function of a text (exercises.py takes it)."""
+    hidden = hidden_test_lines(instructor)
+    return lambda text: redact(text, hidden)
+
+
 class RedactFeedback(Preprocessor):
     """Tracebacks of test cells cut to their message; output lines quoting hidden tests
     removed (see the module docstring)."""
@@ -171,5 +177,5 @@ def configure_feedback(config, source_notebooks: list[Path], submitted: Path) ->
     config.HTMLExporter.sanitize_html = True
 
 
-__all__ = ["REDACTED", "RedactFeedback", "redact", "SubmittedOutputs", "configure_feedback",
-           "defang_links", "hidden_test_lines"]
+__all__ = ["REDACTED", "RedactFeedback", "SubmittedOutputs", "configure_feedback",
+           "defang_links", "hidden_test_lines", "redact", "redactor"]

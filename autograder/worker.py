@@ -27,7 +27,7 @@ from pathlib import Path
 
 from . import caches, course, isolation, zmqpoll
 from .exercises import name_summary
-from .feedback import configure_feedback, defang_links, hidden_test_lines, redact
+from .feedback import configure_feedback, defang_links, redactor
 from .intake import read_notebook
 from .launcher import die_with_parent
 from .records import Result, Task
@@ -117,9 +117,8 @@ def _name_summaries(pages: Path, autograded: Path, assignment: str,
     redacted as the page is."""
     for page in sorted(pages.glob("*.html")):
         instructor = course.SOLUTIONS / assignment / f"{page.stem}.ipynb"
-        hidden = hidden_test_lines(instructor)
         name_summary(page, autograded / f"{page.stem}.ipynb", instructor, questions,
-                     clean=lambda text, hidden=hidden: redact(text, hidden))
+                     clean=redactor(instructor))
 
 
 def scores(gradebook, student: str, assignment: str) -> dict:
