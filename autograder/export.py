@@ -263,8 +263,13 @@ def _moodle(entries: list[Entry], path: Path, graded: Path, chapter: str, out: P
     pages: dict[str, bytes] = {}
     notes: list[str] = []
 
-    def fill(entry: Entry, index: int) -> bool:
+    def fill(entry: Entry, index: int) -> bool | None:
         points = lms.parse_number(sheet.value(index, maximum), comma)
+        if points is None and sheet.value(index, maximum).strip():
+            notes.append(f"  {entry.who}: not filled: the worksheet's Maximum Grade is "
+                         f"{sheet.value(index, maximum)!r} (a scale, not points; line "
+                         f"{index + 1}): grade it in Moodle")
+            return None
         value = _scaled(entry, points)
         if value != entry.score:
             notes.append(f"  {entry.who}: {entry.score:g} / {entry.row.max_score:g} scaled to "
@@ -331,8 +336,9 @@ def _fill(entries: list[Entry], rows: lms.Rows, fill, label: str, lms_points: fl
         if index is None:
             unknown.append(entry)
             continue
-        changed += fill(entry, index)
-        filled += 1
+        outcome = fill(entry, index)   # None: the LMS row cannot take a number (a note says why)
+        changed += bool(outcome)
+        filled += outcome is not None
     report.lines.append(f"{label}: {filled} score(s) filled ({changed} changed); "
                         f"{rows.students - filled} student(s) of {where} got none and keep "
                         "their cells as they were")

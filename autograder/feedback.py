@@ -18,7 +18,9 @@ that were put back for grading. Before the page is rendered:
   JavaScript outputs; the exporter's ``sanitize_html`` does the same for what it renders:
   ``<script>``, event handlers and ``javascript:`` links become inert text or disappear;
 - :func:`defang_links` then reads the finished page as a browser would and removes every URL
-  whose scheme could run code (nbgrader renders markdown links itself, unsanitised).
+  whose scheme could run code (nbgrader renders markdown links itself, unsanitised);
+- exercises.name_summary names each entry of the page's summary after its exercise and puts the
+  grader's message beside its score, passed through :func:`redact` as the outputs are.
 """
 
 from __future__ import annotations

@@ -201,11 +201,20 @@ def test_moodle_worksheet_gets_grades_comments_and_a_feedback_zip(graded, tmp_pa
 
 def test_moodle_scales_to_its_maximum_grade_with_its_decimal_comma(graded, tmp_path):
     worksheet = _moodle_file(tmp_path / "worksheet.csv", maximum="100,00")
+    text = worksheet.read_text(encoding="utf-8")
+    scale = 'p888@uni.example,Submitted for grading,,"100,00"'
+    assert scale in text
+    worksheet.write_text(text.replace(scale, scale.replace('"100,00"', "Pass/Fail")),
+                         encoding="utf-8")
     report = export(graded, CHAPTER, tmp_path / "out", moodle=worksheet)
     rows = _by(tmp_path / "out" / "worksheet.csv", "Identifier")
-    assert (rows["123456"]["Grade"], rows["777"]["Grade"]) == ("50,00", "83,33")
+    assert {pid: rows[pid]["Grade"] for pid in ("123456", "777", "888")} == {
+        "123456": "50,00", "777": "83,33", "888": ""}
     assert ("  Zoë Ñúñez (123456): 6 / 12 scaled to the worksheet's Maximum Grade, 50.00 / 100"
             in report.lines)
+    assert any(line.endswith("(888): not filled: the worksheet's Maximum Grade is 'Pass/Fail' "
+                             "(a scale, not points; line 4): grade it in Moodle")
+               for line in report.lines), report.lines
 
 
 # --- what is never exported as a number --------------------------------------------------------
