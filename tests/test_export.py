@@ -37,13 +37,18 @@ COHORT = {
     f"Zoë Ñúñez_123456_assignsubmission_file_/{NOTEBOOK}": "partial",
     f"Jürgen Groß_777_assignsubmission_file_{NOTEBOOK}": "solved",
     f'O\'Neil, Anne-Marie "Annie"_888_assignsubmission_file_/{NOTEBOOK}': "blank",
+    "odd[name]*_13_3_parameters.ipynb": "partial",
+    # Mallory's folder holds a file named like Bob's: it is Mallory's work (intake.py)
+    f"Bob Good_2002_assignsubmission_file_/{NOTEBOOK}": "solved",
+    f"Mallory Bad_3003_assignsubmission_file_/Bob Good_2002_assignsubmission_file_{NOTEBOOK}":
+        "blank",
     "cheatcarl_1040_5040_parameters.ipynb": "flagged",
     "bernerslee_1015_5015_parameters.ipynb": "cut",
     "ghostgus_1050_5050_parameters.ipynb": "solved",
 }
 #: Canvas user id / Moodle participant id → the score that must land on that student's row.
-SCORES = {"1001": 10, "1002": 6, "1003": 0, "11": 10, "12": 6, "123456": 6, "777": 10,
-          "888": 0}
+SCORES = {"1001": 10, "1002": 6, "1003": 0, "11": 10, "12": 6, "13": 6,
+          "123456": 6, "777": 10, "888": 0, "2002": 10, "3003": 0}
 HELD = {"1040": "flagged for review: ", "1015": "unreadable: corrupt notebook"}
 
 
@@ -88,6 +93,7 @@ CANVAS = [
     '"Łukasiewicz-Hopper, Grace Zoë",1003,S1003,grace@uni.example,Section B,{},,,,,',
     '"Smith, Jo",11,S0011,jo1@uni.example,Section A,{},,,,,',
     '"Smith, Jo",12,S0012,jo2@uni.example,Section B,{},,,,,',
+    '"Odd, [Name]*",13,S0013,odd@uni.example,Section B,{},,,,,',
     '"Never, Submitted",1099,S1099,ns@uni.example,Section A,{},,,,,',
     '"Carl, Cheat",1040,S1040,cc@uni.example,Section A,{},,,,,',
     '"Lee, Tim Berners-",1015,S1015,tbl@uni.example,Section A,{},,,,,',
@@ -97,7 +103,7 @@ BEFORE = {"points": "12.00", "1099": "7.50"}  # every other chapter cell starts 
 
 
 def _canvas_file(path: Path, cells: dict[str, str]) -> Path:
-    keys = ["points", "1001", "1002", "1003", "11", "12", "1099", "1040", "1015", "4242"]
+    keys = ["points", "1001", "1002", "1003", "11", "12", "13", "1099", "1040", "1015", "4242"]
     lines = [CANVAS[0]] + [line.format(cells.get(key, "")) for key, line in zip(keys, CANVAS[1:])]
     path.write_bytes(("\ufeff" + "\r\n".join(lines) + "\r\n").encode("utf-8"))
     return path
@@ -111,10 +117,10 @@ def test_canvas_export_puts_each_score_on_its_students_row_and_changes_no_other_
     printed = capsys.readouterr().out
     assert code == 0, printed
     expected = {**BEFORE, **{uid: f"{score:g}" for uid, score in SCORES.items() if uid in
-                             ("1001", "1002", "1003", "11", "12")}}
+                             ("1001", "1002", "1003", "11", "12", "13")}}
     written = (tmp_path / "out" / "gradebook.csv").read_bytes()
     assert written == _canvas_file(tmp_path / "expected.csv", expected).read_bytes()
-    assert "5 score(s) filled (5 changed); 4 student(s) of the gradebook got none" in printed
+    assert "6 score(s) filled (6 changed); 4 student(s) of the gradebook got none" in printed
     assert "  ? ghostgus (1050): score 10, a Canvas submission, handed in as" in printed
     assert "  ? Jürgen Groß (777): score 10, a Moodle submission, handed in as" in printed
     for uid, reason in HELD.items():
@@ -139,8 +145,8 @@ def test_an_export_reimported_by_the_next_export_changes_nothing(graded, tmp_pat
                     canvas=tmp_path / "one" / "gradebook.csv")
     assert (tmp_path / "two" / "gradebook.csv").read_bytes() == \
         (tmp_path / "one" / "gradebook.csv").read_bytes()
-    assert any("5 score(s) filled (5 changed)" in line for line in first.lines)
-    assert any("5 score(s) filled (0 changed)" in line for line in second.lines)
+    assert any("6 score(s) filled (6 changed)" in line for line in first.lines)
+    assert any("6 score(s) filled (0 changed)" in line for line in second.lines)
     worksheet = _moodle_file(tmp_path / "worksheet.csv")
     export(graded, CHAPTER, tmp_path / "m1", moodle=worksheet)
     export(graded, CHAPTER, tmp_path / "m2", moodle=tmp_path / "m1" / "worksheet.csv")
@@ -156,7 +162,8 @@ MOODLE_HEADER = ["Identifier", "Full name", "Email address", "Status", "Grade", 
 #: participant id → full name, as Moodle's worksheet lists them (Zoë twice: two people; an
 #: underscore, which Moodle's feedback upload would take for the end of the name).
 PARTICIPANTS = {"123456": "Zoë Ñúñez", "777": "Jürgen Groß_Meier",
-                "888": "O'Neil, Anne-Marie \"Annie\"", "999": "Zoë Ñúñez"}
+                "888": "O'Neil, Anne-Marie \"Annie\"", "999": "Zoë Ñúñez", "2002": "Bob Good",
+                "3003": "Mallory Bad"}
 
 
 def _moodle_file(path: Path, maximum: str = "12.00") -> Path:
@@ -181,7 +188,8 @@ def test_moodle_worksheet_gets_grades_comments_and_a_feedback_zip(graded, tmp_pa
     report = export(graded, CHAPTER, tmp_path / "out", moodle=worksheet)
     rows = _by(tmp_path / "out" / "worksheet.csv", "Identifier")
     assert {pid: rows[pid]["Grade"] for pid in PARTICIPANTS} == {
-        "123456": "6.00", "777": "10.00", "888": "0.00", "999": ""}
+        pid: f"{SCORES[pid]:.2f}" if pid in SCORES else "" for pid in PARTICIPANTS}
+    assert rows["999"]["Grade"] == "" and rows["3003"]["Grade"] == "0.00"
     comment = rows["123456"]["Feedback comments"]
     assert comment.startswith("Score: 6 / 12 (autograded 6 / 10).<br>")
     assert ("Exercise 1 · linear_params: 0 / 2 — linear_params(128, 64): expected 8,256, got "
@@ -190,12 +198,17 @@ def test_moodle_worksheet_gets_grades_comments_and_a_feedback_zip(graded, tmp_pa
     with zipfile.ZipFile(tmp_path / "out" / f"{CHAPTER}_feedback.zip") as archive:
         names = sorted(archive.namelist())
         page = archive.read("Zoë Ñúñez_123456_assignfeedback_file_/parameters.html")
-    assert names == ["Jürgen Groß Meier_777_assignfeedback_file_/parameters.html",
+        mallory = archive.read("Mallory Bad_3003_assignfeedback_file_/parameters.html")
+    assert names == ["Bob Good_2002_assignfeedback_file_/parameters.html",
+                     "Jürgen Groß Meier_777_assignfeedback_file_/parameters.html",
+                     "Mallory Bad_3003_assignfeedback_file_/parameters.html",
                      "O'Neil, Anne-Marie Annie_888_assignfeedback_file_/parameters.html",
                      "Zoë Ñúñez_123456_assignfeedback_file_/parameters.html"]
     assert page == (graded / "feedback" / "Zoë Ñúñez" / CHAPTER / "parameters.html").read_bytes()
+    assert mallory == (graded / "feedback" / "Mallory Bad" / CHAPTER / "parameters.html"
+                       ).read_bytes()
     text = "\n".join(report.lines)
-    assert "Moodle worksheet worksheet.csv: 3 score(s) filled (3 changed); 1 student(s)" in text
+    assert "Moodle worksheet worksheet.csv: 5 score(s) filled (5 changed); 1 student(s)" in text
     assert "  ? lovelaceada (1001): score 10, a Canvas submission, handed in as" in text
 
 
