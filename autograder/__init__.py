@@ -55,4 +55,9 @@ After the run:
   carried out through output, script in the page.
 - ``report``: spreadsheet formulas neutralised in ``grades.csv``; ``gradebook``: only the parent
   writes the cohort's gradebook. *Threat*: CSV injection, a forged gradebook.
+- ``export`` (a command of its own, after grading): a row not graded, timed out, unreadable or
+  flagged never reaches the LMS as a number; ``lms`` fills only the chapter's cells of the LMS's
+  own file, every other byte kept; the summary messages beside each exercise (``exercises``)
+  pass the page's redaction. *Threat*: a score nobody reviewed landing in the gradebook, a
+  corrupted gradebook import, hidden tests carried out through a message.
 """
