@@ -26,13 +26,14 @@ weights, gradients and the optimizer's state are put back afterwards: measuring 
 from __future__ import annotations
 
 import types
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..memory.step import Component, TrainingMemory
 from ..table import Table
 from ..units import format_bytes
 from .dispatch import is_torch_module
-from .flops import Call, module_names, numel, trace_calls
+from .flops import Call, make_call, model_inputs, module_names, numel, run_hooked
 
 INDEX_BYTES = 8      # int64 token ids and targets
 STATE_SLOTS = {"sgd": 0, "momentum": 1, "adam": 2, "adamw": 2}
@@ -118,10 +119,7 @@ def _register_builtins() -> None:
 def _formula(record) -> Callable | None:
     if record.function:
         return SAVED_FORMULAS.get(record.target)
-    for cls in type(record.target).__mro__:
-        if cls in SAVED_FORMULAS:
-            return SAVED_FORMULAS[cls]
-    return None
+    return _module_formula(record.target)
 
 
 def _storages(tensors) -> dict[int, int]:
@@ -225,22 +223,93 @@ class _SavedRecorder:
         return totals
 
 
-def predicted_activations(module, inputs, loss=None, targets=None
-                          ) -> tuple[int | None, str, dict[str, int]]:
-    """(Σ saved bytes by formula or None, how, per-module predictions) for one forward and the
-    loss, traced on ``inputs``."""
+
+@dataclass(frozen=True)
+class _Saved:
+    """A call whose saved tensors a formula predicts: the module's name, the module (or the
+    function it called itself) and its :class:`Call`."""
+
+    name: str
+    target: Any
+    function: bool
+    call: Call
+
+
+def trace_saved_calls(module, args: tuple, kwargs: dict) -> list[_Saved]:
+    """Run ``module`` once and return the calls whose saved bytes :data:`SAVED_FORMULAS`
+    predicts: every call of a module that has a formula (its children are inside it) or no
+    children (so that one without a formula is named), and every call of a function with a
+    formula made by a module without one (``F.scaled_dot_product_attention``, ``@``)."""
+    from torch.overrides import TorchFunctionMode
+
     _register_builtins()
-    records = trace_calls(module, inputs)
+    names = module_names(module)
+    stack: list[tuple[Any, bool]] = []     # (module, covered by a formula here or above)
+    records: list[_Saved] = []
+
+    def before(sub, a, kw):
+        covered = bool(stack and stack[-1][1])
+        stack.append((sub, covered or _module_formula(sub) is not None))
+
+    def after(sub, a, kw, output):
+        _, covered = stack.pop()
+        if stack and stack[-1][1]:
+            return
+        if covered or not list(sub.children()):
+            records.append(_Saved(names.get(id(sub), type(sub).__name__), sub, False,
+                                  make_call(a, kw, output)))
+
+    class Functions(TorchFunctionMode):
+        def __torch_function__(self, func, types, a=(), kw=None):
+            kw = kw or {}
+            output = func(*a, **kw)
+            if stack and not stack[-1][1] and func in SAVED_FORMULAS:
+                owner = stack[-1][0]
+                records.append(_Saved(names.get(id(owner), type(owner).__name__), func, True,
+                                      make_call(a, kw, output)))
+            return output
+
+    run_hooked(module, args, kwargs, before, after, Functions())
+    return records
+
+
+def _module_formula(sub) -> Callable | None:
+    return next((SAVED_FORMULAS[c] for c in type(sub).__mro__ if c in SAVED_FORMULAS), None)
+
+
+def model_output(output: Any) -> tuple[Any, bool]:
+    """(the tensor a training step differentiates, is it already the loss) from a module's
+    output: a tensor; a tuple or list (its first tensor); a Hugging Face ``ModelOutput`` or a
+    dict (its ``loss`` when the model computed one, labels given, otherwise its ``logits``)."""
     import torch
 
+    if isinstance(output, torch.Tensor):
+        return output, False
+    loss = output.get("loss") if isinstance(output, dict) else getattr(output, "loss", None)
+    if isinstance(loss, torch.Tensor):
+        return loss, True
+    logits = output.get("logits") if isinstance(output, dict) else \
+        getattr(output, "logits", None)
+    if isinstance(logits, torch.Tensor):
+        return logits, False
+    if isinstance(output, (tuple, list)) and output and isinstance(output[0], torch.Tensor):
+        return output[0], False
+    raise TypeError(f"training_memory: the module returned {type(output).__name__}; give it "
+                    "a tensor, a tuple whose first item is one, or an output with .loss or "
+                    ".logits (a Hugging Face ModelOutput)")
+
+
+def predicted_activations(module, inputs, loss=None, targets=None, kwargs: dict | None = None
+                          ) -> tuple[int | None, str, dict[str, int]]:
+    """(Σ saved bytes by formula or None, how, per-module predictions) for one forward and the
+    loss, traced on ``inputs`` (a tensor, a tuple of them or a dict of keyword tensors)."""
+    import torch
+
+    _register_builtins()
+    args, kwargs = model_inputs(module, inputs, kwargs, caller="predicted_activations")
+    records = trace_saved_calls(module, args, kwargs)
     with torch.no_grad():
-        output = module(*(inputs if isinstance(inputs, tuple) else (inputs,)))
-    loss, targets = _loss_and_targets(loss, output, targets)
-    flat_out = output.flatten(0, -2) if isinstance(loss, torch.nn.CrossEntropyLoss) else output
-    flat_t = targets.flatten() if isinstance(loss, torch.nn.CrossEntropyLoss) else targets
-    loss_call = Call((tuple(flat_out.shape), tuple(flat_t.shape)), (),
-                     (True, False), (False, False), {},
-                     (flat_out.element_size(), flat_t.element_size()), 4)
+        output, is_loss = model_output(module(*args, **kwargs))
     per: dict[str, int] = {}
     missing = []
     for record in records:
@@ -251,15 +320,27 @@ def predicted_activations(module, inputs, loss=None, targets=None
             continue
         nbytes = formula(None if record.function else record.target, record.call)
         per[record.name] = per.get(record.name, 0) + nbytes
-    loss_formula = next((SAVED_FORMULAS[c] for c in type(loss).__mro__ if c in SAVED_FORMULAS),
-                        None)
-    if loss_formula is None:
-        missing.append(f"loss {type(loss).__name__}")
-    else:
-        per["(loss)"] = loss_formula(loss, loss_call)
+    if not is_loss:
+        loss, targets = _loss_and_targets(loss, output, targets)
+        loss_formula = next((SAVED_FORMULAS[c] for c in type(loss).__mro__
+                             if c in SAVED_FORMULAS), None)
+        if loss_formula is None:
+            missing.append(f"loss {type(loss).__name__}")
+        else:
+            per["(loss)"] = loss_formula(loss, _loss_call(loss, output, targets))
     if missing:
         return None, "no saved-bytes formula for " + ", ".join(missing), per
     return sum(per.values()), "Σ per-call saved tensors (formulas)", per
+
+
+def _loss_call(loss, output, targets) -> Call:
+    import torch
+
+    flat = isinstance(loss, torch.nn.CrossEntropyLoss)
+    flat_out = output.flatten(0, -2) if flat else output
+    flat_t = targets.flatten() if flat else targets
+    return Call((tuple(flat_out.shape), tuple(flat_t.shape)), (), (True, False),
+                (False, False), {}, (flat_out.element_size(), flat_t.element_size()), 4)
 
 
 def training_memory(module, inputs, targets=None, loss=None,
@@ -276,7 +357,8 @@ def training_memory(module, inputs, targets=None, loss=None,
 
     import torch
 
-    args = inputs if isinstance(inputs, tuple) else (inputs,)
+    args, kwargs = model_inputs(module, inputs, skip_first_input_grad=True,
+                                caller="training_memory")
     params = list(module.parameters())
     trainable = [p for p in params if p.requires_grad]
     if not trainable:
@@ -300,9 +382,12 @@ def training_memory(module, inputs, targets=None, loss=None,
             p.grad = None
         mark("start")
         with _SavedRecorder(module, set(param_storages)) as saved:
-            output = module(*args)
-            loss_fn, targets = _loss_and_targets(loss, output, targets)
-            value = _apply_loss(loss_fn, output, targets)
+            output, is_loss = model_output(module(*args, **kwargs))
+            if is_loss:
+                value = output
+            else:
+                loss_fn, targets = _loss_and_targets(loss, output, targets)
+                value = _apply_loss(loss_fn, output, targets)
         del output
         mark("after forward")
         value.backward()
@@ -326,8 +411,7 @@ def training_memory(module, inputs, targets=None, loss=None,
     count_trainable = sum(p.numel() for p in trainable)
     slots = STATE_SLOTS.get(kind, 0)
     steps = 4 * len(trainable) if kind in ("adam", "adamw") else 0
-    predicted, how, _ = predicted_activations(module, args[0] if len(args) == 1 else args,
-                                              loss, targets)
+    predicted, how, _ = predicted_activations(module, args, loss, targets, kwargs)
     how = f"{how}; measured: saved_tensors_hooks, each storage once"
     components = (
         Component("parameters", sum(param_storages.values()), count * itemsize,
@@ -344,7 +428,8 @@ def training_memory(module, inputs, targets=None, loss=None,
     total = sum(c.measured_bytes for c in components)
     where = "GPU (cuda memory_allocated in .timeline)" if cuda else \
         "CPU (tensor storages; tracemalloc cannot see torch's allocator)"
-    title = (f"{type(module).__name__} training step, input {tuple(args[0].shape)}, "
+    first = next(t for t in (*args, *kwargs.values()) if hasattr(t, "shape"))
+    title = (f"{type(module).__name__} training step, input {tuple(first.shape)}, "
              f"{params[0].dtype}, {kind}: {format_bytes(total)} measured on {where}")
     result = TrainingMemory(title, components,
                             optimizer_state_bytes=types.MappingProxyType({kind: components[3]

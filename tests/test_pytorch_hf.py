@@ -1,0 +1,128 @@
+"""tinyprof.pytorch on Hugging Face models, built from their configs (no weights, no network):
+FLOPs against FlopCounterMode, forward and backward, inputs as HF users pass them, and one
+training step's memory by component.
+
+transformers is a test dependency (requirements.txt), never a student one, and ``import
+tinyprof`` imports neither it nor torch (checked at the end).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
+from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
+
+import tinyprof as tp  # noqa: E402
+from tinyprof.pytorch import count_flops, flops_by_module, training_memory  # noqa: E402
+
+VOCAB, BATCH, SEQ, WIDTH, HEADS = 500, 2, 16, 64, 4
+
+
+def build(name: str, attention: str):
+    """A 2-layer, 64-wide GPT-2, BERT or Llama (grouped-query attention: 2 key/value heads)."""
+    t = transformers
+    small = {"gpt2": (t.GPT2LMHeadModel, t.GPT2Config(
+                 n_layer=2, n_embd=WIDTH, n_head=HEADS, vocab_size=VOCAB, n_positions=64,
+                 bos_token_id=0, eos_token_id=0)),
+             "bert": (t.BertForMaskedLM, t.BertConfig(
+                 num_hidden_layers=2, hidden_size=WIDTH, num_attention_heads=HEADS,
+                 intermediate_size=2 * WIDTH, vocab_size=VOCAB, max_position_embeddings=64)),
+             "llama": (t.LlamaForCausalLM, t.LlamaConfig(
+                 num_hidden_layers=2, hidden_size=WIDTH, num_attention_heads=HEADS,
+                 num_key_value_heads=2, intermediate_size=2 * WIDTH, vocab_size=VOCAB,
+                 max_position_embeddings=64, bos_token_id=0, eos_token_id=0))}
+    cls, config = small[name]
+    config._attn_implementation = attention
+    torch.manual_seed(0)
+    return cls(config)
+
+
+def batch() -> dict:
+    ids = torch.randint(0, VOCAB, (BATCH, SEQ), generator=torch.Generator().manual_seed(0))
+    return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+
+
+def torch_counts(model, kwargs: dict) -> tuple[int, int]:
+    """(forward, backward) FLOPs as FlopCounterMode counts them (backward = step − forward)."""
+    with FlopCounterMode(display=False) as counter:
+        model(**kwargs)
+    forward = counter.get_total_flops()
+    with FlopCounterMode(display=False) as counter:
+        model(**kwargs).logits.sum().backward()
+    return forward, counter.get_total_flops() - forward
+
+
+def ours(model, kwargs: dict) -> tuple[int, int]:
+    return count_flops(model, kwargs), count_flops(model, kwargs, backward=True)
+
+
+#: (forward, backward) FLOPs of each model on a (2, 16) batch: what both counters print.
+EXPECTED = {"gpt2": (8_601_600, 17_203_200), "bert": (6_766_592, 13_533_184),
+            "llama": (7_028_736, 14_057_472)}
+
+
+@pytest.mark.parametrize("attention", ["eager", "sdpa"])
+@pytest.mark.parametrize("name", ["gpt2", "bert", "llama"])
+def test_hf_models_count_as_flop_counter_mode_forward_and_backward(name, attention):
+    model, kwargs = build(name, attention), batch()
+    with sdpa_kernel(SDPBackend.MATH):    # attention as matmuls, which torch's counter sees
+        theirs = torch_counts(model, kwargs)
+    assert ours(model, kwargs) == theirs == EXPECTED[name]
+
+
+def test_llama_on_the_cpu_attention_kernel_is_counted_where_torch_counts_zero():
+    """HF Llama with sdpa runs the CPU flash kernel, which FlopCounterMode counts as 0: its
+    Q·Kᵀ and A·V, 4·B·H·L·S·(d/H) per layer, are missing from torch's forward, and twice
+    that from its backward (the ids need no gradient, but every Q, K and V does)."""
+    model, kwargs = build("llama", "sdpa"), batch()
+    attention = 2 * 4 * BATCH * SEQ * SEQ * WIDTH          # 2 layers
+    assert ours(model, kwargs) == EXPECTED["llama"]
+    assert torch_counts(model, kwargs) == (EXPECTED["llama"][0] - attention,
+                                           EXPECTED["llama"][1] - 2 * attention)
+
+
+def test_gpt2_rows_are_its_modules_and_its_conv1d_is_an_addmm():
+    rows = {r.name: r for r in flops_by_module(build("gpt2", "eager"), batch())}
+    c_attn = rows["transformer.h.0.attn.c_attn"]
+    assert (c_attn.type, c_attn.note) == ("Conv1D", "addmm")
+    assert c_attn.matmul == 2 * BATCH * SEQ * WIDTH * 3 * WIDTH
+    gelu = rows["transformer.h.0.mlp.act"]
+    assert (gelu.type, gelu.matmul) == ("NewGELUActivation", 0) and gelu.elementwise > 0
+    assert sum(r.matmul for r in rows.values()) == EXPECTED["gpt2"][0]
+
+
+@pytest.mark.parametrize("given", ["dict", "tensor", "shape"])
+def test_hf_inputs_as_users_have_them(given):
+    model, kwargs = build("bert", "eager"), batch()
+    inputs = {"dict": kwargs, "tensor": kwargs["input_ids"], "shape": (BATCH, SEQ)}[given]
+    assert tp.count_flops(model, inputs) == EXPECTED["bert"][0]
+
+
+def test_training_memory_of_an_hf_gpt2_step_by_component():
+    model = build("gpt2", "eager")
+    kwargs = batch()
+    params = sum(p.numel() for p in model.parameters())    # wte and lm_head tied: once
+    with_labels = training_memory(model, {**kwargs, "labels": kwargs["input_ids"]},
+                                  optimizer="adamw")
+    from_logits = training_memory(model, kwargs, optimizer="adamw")
+    for memory in (with_labels, from_logits):
+        assert memory.parameters.measured_bytes == memory.parameters.predicted_bytes == 4 * params
+        assert memory.gradients.measured_bytes == 4 * params
+        assert memory.optimizer_state.measured_bytes == memory.optimizer_state.predicted_bytes
+        assert memory.measured_total_bytes == sum(c.measured_bytes for c in memory.components)
+    assert training_memory(model, (BATCH, SEQ), optimizer="sgd").parameters.measured_bytes == \
+        4 * params
+
+
+def test_import_tinyprof_loads_neither_torch_nor_transformers():
+    code = ("import sys, tinyprof as tp, tinyprof.pytorch\n"
+            "tp.count_flops(tp.models.mlp(), (1, 784))\n"
+            "assert 'torch' not in sys.modules and 'transformers' not in sys.modules, "
+            "sorted(m for m in sys.modules if m.startswith(('torch', 'transformers')))\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
