@@ -104,20 +104,31 @@ def test_hf_inputs_as_users_have_them(given):
     assert tp.count_flops(model, inputs) == EXPECTED["bert"][0]
 
 
-def test_training_memory_of_an_hf_gpt2_step_by_component():
-    model = build("gpt2", "eager")
-    kwargs = batch()
-    params = sum(p.numel() for p in model.parameters())    # wte and lm_head tied: once
-    with_labels = training_memory(model, {**kwargs, "labels": kwargs["input_ids"]},
-                                  optimizer="adamw")
-    from_logits = training_memory(model, kwargs, optimizer="adamw")
-    for memory in (with_labels, from_logits):
+def test_training_memory_of_an_hf_gpt2_step_sums_to_its_measured_peak():
+    """Two measurements of one step agree byte for byte: the storages of each component (saved
+    tensors, .grad, optimizer.state) and the live tensors the step created (LiveStorages), at
+    each mark. The peak is then parameters + optimizer state + the highest phase peak."""
+    model, kwargs = build("gpt2", "eager"), batch()
+    params = sum(p.numel() for p in model.parameters())     # wte and lm_head tied: once
+    ids_bytes = BATCH * SEQ * 8
+    for inputs, made_targets in (({**kwargs, "labels": kwargs["input_ids"]}, 0), (kwargs, 1)):
+        memory = training_memory(model, inputs, optimizer="adamw")
+        forward, backward, step = memory.timeline
         assert memory.parameters.measured_bytes == memory.parameters.predicted_bytes == 4 * params
+        # alive after forward: what autograd saved, less the ids (they existed before the
+        # step), plus the loss (alive, not saved)
+        assert forward.traced_bytes == memory.activations.measured_bytes - ids_bytes + 4
+        # after backward only the gradients are new (and targets made for the logits)
+        assert backward.traced_bytes == memory.gradients.measured_bytes + made_targets * ids_bytes
         assert memory.gradients.measured_bytes == 4 * params
-        assert memory.optimizer_state.measured_bytes == memory.optimizer_state.predicted_bytes
-        assert memory.measured_total_bytes == sum(c.measured_bytes for c in memory.components)
-    assert training_memory(model, (BATCH, SEQ), optimizer="sgd").parameters.measured_bytes == \
-        4 * params
+        assert step.delta_bytes == memory.optimizer_state.measured_bytes == \
+            memory.optimizer_state.predicted_bytes
+        assert memory.peak_bytes == memory.parameters.measured_bytes + step.delta_bytes + max(
+            forward.peak_bytes, backward.peak_bytes)
+        assert memory.peak_bytes > memory.parameters.measured_bytes + \
+            memory.optimizer_state.measured_bytes + memory.activations.measured_bytes - ids_bytes
+    made = training_memory(model, (BATCH, SEQ), optimizer="sgd")
+    assert made.parameters.measured_bytes == 4 * params and made.optimizer_state.measured_bytes == 0
 
 
 def test_import_tinyprof_loads_neither_torch_nor_transformers():

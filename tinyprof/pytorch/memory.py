@@ -10,7 +10,14 @@ weight, are one allocation):
   the forward pass and the loss saves, seen through ``torch.autograd.graph.saved_tensors_hooks``
   (the parameters it saves, e.g. a Linear's weight for dX, are not activations);
 * gradients — the storages of every ``.grad`` after the backward pass;
-* optimizer state — the tensors in ``optimizer.state`` after one ``step()``.
+* optimizer state — the tensors in ``optimizer.state`` after one ``step()``;
+* the timeline and the peak — :class:`LiveStorages` follows every storage the step's operators
+  create until its last tensor is gone (forward, backward and optimizer step alike) and marks
+  the live bytes and their peak after each phase, as tracemalloc does for numpy. The two
+  measurements agree at each mark (after the backward only the gradients are alive; the
+  optimizer step adds exactly its state), and the peak of a step once the state exists is
+  parameters + optimizer state + the highest phase peak (``peak_bytes``, see
+  :func:`~tinyprof.memory.step.phase_peaks`).
 
 On a GPU (a module with CUDA parameters) the same tensors are counted, and the result also
 holds ``torch.cuda.memory_allocated()`` at each point of the step (``cuda_allocated``), which
@@ -29,7 +36,8 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..memory.step import Component, TrainingMemory
+from ..memory.step import Component, TrainingMemory, phase_peaks
+from ..memory.trace import Mark
 from ..table import Table
 from ..units import format_bytes
 from .dispatch import is_torch_module
@@ -343,6 +351,81 @@ def _loss_call(loss, output, targets) -> Call:
                 (False, False), {}, (flat_out.element_size(), flat_t.element_size()), 4)
 
 
+class LiveStorages:
+    """The bytes of the tensor storages a run creates and keeps alive, with their peak: a
+    ``TorchDispatchMode`` sees every operator's output, of the forward, the backward (CPU
+    autograd runs in the caller's thread) and the optimizer step alike; a new storage counts
+    from the operator that made it until the last tensor on it is gone. Storages that existed
+    before (parameters, the batch, a view of either) never count. What a kernel allocates
+    and frees inside itself is not seen: the peak is that of the tensors, a lower bound on the
+    allocator's. :meth:`mark` labels points as :class:`~tinyprof.memory.MemoryTimeline` does."""
+
+    def __init__(self):
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        tracker = self
+
+        class Outputs(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                return tracker._seen(func, args, kwargs or {})
+
+        self.mode, self.marks = Outputs(), []
+        self.refs: dict[int, int] = {}
+        self.sizes: dict[int, int] = {}
+        self.old: set[int] = set()
+        self.now = self.peak = self.last = 0
+
+    def __enter__(self):
+        self.mode.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.mode.__exit__(*exc)
+
+    def _seen(self, func, args, kwargs):
+        import weakref
+
+        from torch.utils._pytree import tree_flatten
+
+        fresh = func.overloadpacket.__name__.startswith("lift_fresh")   # torch.tensor(...)
+        for t in tree_flatten((args, kwargs))[0]:
+            key = _key(t)
+            if key is not None and key not in self.refs and not fresh:
+                self.old.add(key)
+        output = func(*args, **kwargs)
+        for t in tree_flatten(output)[0]:
+            key = _key(t)
+            if key is None or key in self.old:
+                continue
+            if key not in self.refs:
+                self.refs[key], self.sizes[key] = 0, t.untyped_storage().nbytes()
+                self.now += self.sizes[key]
+                self.peak = max(self.peak, self.now)
+            self.refs[key] += 1
+            weakref.finalize(t, self._drop, key)
+        return output
+
+    def _drop(self, key: int) -> None:
+        self.refs[key] -= 1
+        if not self.refs[key]:
+            del self.refs[key]
+            self.now -= self.sizes.pop(key)
+
+    def mark(self, label: str) -> None:
+        """Record (label, live bytes, change since the last mark, peak since the last mark)."""
+        self.marks.append(Mark(label, self.now, self.now - self.last, self.peak))
+        self.last = self.peak = self.now
+
+
+def _key(tensor) -> int | None:
+    import torch
+
+    if not isinstance(tensor, torch.Tensor) or tensor.layout != torch.strided \
+            or tensor.device.type == "meta":
+        return None
+    return tensor.untyped_storage().data_ptr() or None
+
+
 def training_memory(module, inputs, targets=None, loss=None,
                     optimizer: Any = "adam") -> TrainingMemory:
     """Measure one real training step of ``module`` on ``inputs`` by component, each beside its
@@ -371,32 +454,36 @@ def training_memory(module, inputs, targets=None, loss=None,
     param_storages = _storages(params)
     cuda = params[0].is_cuda
     allocated: dict[str, int] = {}
+    live = LiveStorages()
 
     def mark(label: str) -> None:
         if cuda:
             torch.cuda.synchronize()
             allocated[label] = torch.cuda.memory_allocated()
+        if label != "start":
+            live.mark(label)
 
     try:
         for p in params:
             p.grad = None
         mark("start")
-        with _SavedRecorder(module, set(param_storages)) as saved:
+        with live, _SavedRecorder(module, set(param_storages)) as saved:
             output, is_loss = model_output(module(*args, **kwargs))
             if is_loss:
                 value = output
             else:
                 loss_fn, targets = _loss_and_targets(loss, output, targets)
                 value = _apply_loss(loss_fn, output, targets)
-        del output
-        mark("after forward")
-        value.backward()
-        del value
-        mark("after backward")
-        gradients = _storages(p.grad for p in params)
-        state_before = _state_storages(opt)
-        opt.step()
-        mark("after optimizer step")
+            del output
+            mark("after forward")
+        with live:
+            value.backward()
+            del value
+            mark("after backward")
+            gradients = _storages(p.grad for p in params)
+            state_before = _state_storages(opt)
+            opt.step()
+            mark("after optimizer step")
         state = {k: v for k, v in _state_storages(opt).items() if k not in state_before}
         state.update(state_before)
         activations = saved.by_module()
@@ -425,15 +512,17 @@ def training_memory(module, inputs, targets=None, loss=None,
                   + (" + 4 B step per tensor" if steps else "")
                   + "; measured: optimizer.state tensors"),
     )
-    total = sum(c.measured_bytes for c in components)
-    where = "GPU (cuda memory_allocated in .timeline)" if cuda else \
+    marks = tuple(live.marks)
+    peak = max(phase_peaks(marks, components[0].measured_bytes).values())
+    where = "GPU (cuda memory_allocated in .cuda_allocated)" if cuda else \
         "CPU (tensor storages; tracemalloc cannot see torch's allocator)"
     first = next(t for t in (*args, *kwargs.values()) if hasattr(t, "shape"))
     title = (f"{type(module).__name__} training step, input {tuple(first.shape)}, "
-             f"{params[0].dtype}, {kind}: {format_bytes(total)} measured on {where}")
-    result = TrainingMemory(title, components,
-                            optimizer_state_bytes=types.MappingProxyType({kind: components[3]
-                                                                          .measured_bytes}))
+             f"{params[0].dtype}, {kind}: measured peak {format_bytes(peak)} on {where}")
+    result = TrainingMemory(title, components, marks[0].peak_bytes,
+                            max(m.peak_bytes for m in marks),
+                            types.MappingProxyType({kind: components[3].measured_bytes}),
+                            marks)
     object.__setattr__(result, "cuda_allocated", dict(allocated))
     object.__setattr__(result, "activations_by_module", dict(activations))
     return result
