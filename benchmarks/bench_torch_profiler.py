@@ -7,14 +7,18 @@ a random order: bare, inside ``with tp.Profiler()``, and inside ``torch.profiler
 activity, its defaults). The profiled steps are timed *inside* their already-open block, so
 entering and leaving a profiler (for torch.profiler, starting Kineto) is not charged to them.
 
-- **overhead** = median over rounds of (profiled steps / bare steps of the same round) − 1;
+- **overhead** = median over rounds of (profiled steps / bare steps of the same round) − 1,
+  with a 95 % percentile-bootstrap interval of that median (the rounds are paired: each ratio
+  compares steps run back to back, so the machine's drift cancels); the goal, tinyprof ≤ 1.05×
+  bare, is met when the interval's upper end is at most +5 %;
 - **coverage** = the share of the profiled step's wall time that the profiler attributes to
   something it recorded: for tinyprof, Σ self time of every module call, backward segment and
   optimizer step / wall time (``prof.layers.coverage``); for torch.profiler, Σ self CPU time of
   every recorded event / wall time (its events are operators, not modules, and its per-module
   view stops at the forward).
 
-Run: ``python benchmarks/bench_torch_profiler.py [ROUNDS]`` (``--quick``: 5 rounds).
+Run: ``python benchmarks/bench_torch_profiler.py [ROUNDS]`` (``--quick``: chapter 06's minimum of
+9 rounds, ``tinyprof.timing.abtest.MIN_ROUNDS``; default 30).
 """
 
 from __future__ import annotations
@@ -32,6 +36,10 @@ import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
 import tinyprof as tp  # noqa: E402
+from tinyprof.timing.abtest import MIN_ROUNDS  # noqa: E402
+from tinyprof.timing.stats import bootstrap_median_ci  # noqa: E402
+
+GOAL = 1.05
 
 
 class CausalSelfAttention(nn.Module):
@@ -157,14 +165,17 @@ def main(rounds: int = 30) -> None:
     print(f"chapter 07's GPT training step: {statistics.median(bares) / STEPS * 1e3:.1f} ms bare "
           f"(median), {rounds} rounds of {STEPS} steps, {torch.get_num_threads()} thread, torch "
           f"{torch.__version__}")
-    print(f"{'profiler':>15}  {'overhead':>9}  {'coverage':>9}")
+    print(f"{'profiler':>15}  {'overhead':>9}  {'95 % CI':>17}  {'coverage':>9}")
     for name in ratios:
+        low, high = bootstrap_median_ci(ratios[name])
         print(f"{name:>15}  {statistics.median(ratios[name]) - 1:>+9.1%}  "
-              f"{statistics.median(coverage[name]):>9.1%}")
-    print("goal for tinyprof: overhead ≤ +5.0 %, coverage ≥ 90 %")
+              f"[{low - 1:+6.1%}, {high - 1:+6.1%}]  {statistics.median(coverage[name]):>9.1%}")
+    high = bootstrap_median_ci(ratios["tinyprof"])[1]
+    print(f"goal for tinyprof: ≤ {GOAL:.2f}× bare (CI upper end ≤ {GOAL - 1:+.1%}), coverage ≥ "
+          f"90 %: {'met' if high <= GOAL else 'not met'} on this run")
     assert not math.isnan(statistics.median(bares))
 
 
 if __name__ == "__main__":
     arguments = [a for a in sys.argv[1:] if a != "--quick"]
-    main(5 if "--quick" in sys.argv[1:] else int(arguments[0]) if arguments else 30)
+    main(MIN_ROUNDS if "--quick" in sys.argv[1:] else int(arguments[0]) if arguments else 30)

@@ -37,8 +37,9 @@ PRINTS = {
     "bench_roofline.py": [rf"median compute roof / best numpy matmul: +{NUMBER}",
                           rf"median memory roof / STREAM on 256 MiB arrays: {NUMBER}"],
     "bench_stream_sizes.py": [rf"64 MiB( +{NUMBER}){{7}}"],
-    "bench_torch_profiler.py": [rf"tinyprof +{NUMBER}% +{NUMBER}%",
-                                rf"torch\.profiler +{NUMBER}% +{NUMBER}%"],
+    "bench_torch_profiler.py": [rf"tinyprof +{NUMBER}% +\[ *{NUMBER}%, +{NUMBER}%\] +{NUMBER}%",
+                                rf"torch\.profiler +{NUMBER}% +\[ *{NUMBER}%, +{NUMBER}%\] +"
+                                rf"{NUMBER}%", r"goal for tinyprof: .*: (met|not met)"],
     "bench_timing.py": [rf"median ratio tinyprof/timeit: {NUMBER}",
                         r"lambda: None +'unstable' \d/2"],
 }
