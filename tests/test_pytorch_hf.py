@@ -102,6 +102,7 @@ def test_hf_inputs_as_users_have_them(given):
     model, kwargs = build("bert", "eager"), batch()
     inputs = {"dict": kwargs, "tensor": kwargs["input_ids"], "shape": (BATCH, SEQ)}[given]
     assert tp.count_flops(model, inputs) == EXPECTED["bert"][0]
+    assert tp.Profiler().count_flops(model, inputs) == EXPECTED["bert"][0]
 
 
 def test_training_memory_of_an_hf_gpt2_step_sums_to_its_measured_peak():
@@ -129,6 +130,23 @@ def test_training_memory_of_an_hf_gpt2_step_sums_to_its_measured_peak():
             memory.optimizer_state.measured_bytes + memory.activations.measured_bytes - ids_bytes
     made = training_memory(model, (BATCH, SEQ), optimizer="sgd")
     assert made.parameters.measured_bytes == 4 * params and made.optimizer_state.measured_bytes == 0
+
+
+def test_the_profiler_times_an_hf_model_forward_and_backward_to_its_root():
+    """The HF model returns a ModelOutput (a dict of tensors): its loss's node opens the root's
+    backward, so the loss's backward is the model's own time (0 before: the dict was not
+    looked into), as for a module returning a tensor."""
+    model, kwargs = build("gpt2", "eager"), batch()
+    step = lambda: model(**kwargs, labels=kwargs["input_ids"]).loss.backward()   # noqa: E731
+    step()
+    with tp.Profiler() as prof:
+        step()
+    rows = {(r["name"], r["phase"]): r for r in prof.layers.rows()}
+    for name in ("GPT2LMHeadModel", "transformer.h.0.attn.c_attn", "transformer.h.1.mlp"):
+        assert rows[name, "forward"]["calls"] == 1 and rows[name, "backward"]["calls"] == 1
+    # the loss (computed inside the model) opens the root's backward: its own time, not 0
+    assert rows["GPT2LMHeadModel", "backward"]["self_s"] > 0
+    assert prof.layers.coverage > 0.5
 
 
 def test_import_tinyprof_loads_neither_torch_nor_transformers():
