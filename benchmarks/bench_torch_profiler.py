@@ -10,7 +10,11 @@ entering and leaving a profiler (for torch.profiler, starting Kineto) is not cha
 - **overhead** = median over rounds of (profiled steps / bare steps of the same round) − 1,
   with a 95 % percentile-bootstrap interval of that median (the rounds are paired: each ratio
   compares steps run back to back, so the machine's drift cancels); the goal, tinyprof ≤ 1.05×
-  bare, is met when the interval's upper end is at most +5 %;
+  bare, is met when the interval's upper end is at most +5 %. The same ratio is also taken in
+  CPU time of the stepping thread (``time.thread_time``; torch runs on that one thread here):
+  on a shared machine, other processes stretch the wall time of any run but not that thread's
+  CPU time, so that interval is the one that still resolves a few per cent (torch.profiler's
+  Kineto threads are outside it: its CPU figure is a lower bound);
 - **coverage** = the share of the profiled step's wall time that the profiler attributes to
   something it recorded: for tinyprof, Σ self time of every module call, backward segment and
   optimizer step / wall time (``prof.layers.coverage``); for torch.profiler, Σ self CPU time of
@@ -113,26 +117,27 @@ def training_step():
 STEPS = 3
 
 
-def timed(step) -> float:
-    start = time.perf_counter()
+def timed(step) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this thread) of STEPS steps."""
+    start, cpu = time.perf_counter(), time.thread_time()
     for _ in range(STEPS):
         step()
-    return time.perf_counter() - start
+    return time.perf_counter() - start, time.thread_time() - cpu
 
 
-def with_tinyprof(step) -> tuple[float, float]:
+def with_tinyprof(step) -> tuple[tuple[float, float], float]:
     with tp.Profiler() as prof:
         seconds = timed(step)
     return seconds, prof.layers.coverage
 
 
-def with_torch_profiler(step) -> tuple[float, float]:
+def with_torch_profiler(step) -> tuple[tuple[float, float], float]:
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         seconds = timed(step)
     covered = sum(event.self_cpu_time_total for event in prof.key_averages()) * 1e-6
-    return seconds, covered / seconds
+    return seconds, covered / seconds[0]
 
 
 def main(rounds: int = 30) -> None:
@@ -143,6 +148,7 @@ def main(rounds: int = 30) -> None:
     with_tinyprof(step)
     with_torch_profiler(step)
     ratios: dict[str, list[float]] = {"tinyprof": [], "torch.profiler": []}
+    cpu_ratios: dict[str, list[float]] = {"tinyprof": [], "torch.profiler": []}
     coverage: dict[str, list[float]] = {"tinyprof": [], "torch.profiler": []}
     bares = []
     order = [0, 1, 2]
@@ -159,20 +165,26 @@ def main(rounds: int = 30) -> None:
             else:
                 times["torch.profiler"], cover = with_torch_profiler(step)
                 coverage["torch.profiler"].append(cover)
-        bares.append(times["bare"])
+        bares.append(times["bare"][0])
         for name in ratios:
-            ratios[name].append(times[name] / times["bare"])
+            ratios[name].append(times[name][0] / times["bare"][0])
+            cpu_ratios[name].append(times[name][1] / times["bare"][1])
     print(f"chapter 07's GPT training step: {statistics.median(bares) / STEPS * 1e3:.1f} ms bare "
           f"(median), {rounds} rounds of {STEPS} steps, {torch.get_num_threads()} thread, torch "
           f"{torch.__version__}")
-    print(f"{'profiler':>15}  {'overhead':>9}  {'95 % CI':>17}  {'coverage':>9}")
+    print(f"{'profiler':>15}  {'overhead':>9}  {'95 % CI (wall)':>17}  {'coverage':>9}  "
+          f"{'CPU time':>9}  {'95 % CI (CPU)':>17}")
     for name in ratios:
         low, high = bootstrap_median_ci(ratios[name])
+        cpu_low, cpu_high = bootstrap_median_ci(cpu_ratios[name])
         print(f"{name:>15}  {statistics.median(ratios[name]) - 1:>+9.1%}  "
-              f"[{low - 1:+6.1%}, {high - 1:+6.1%}]  {statistics.median(coverage[name]):>9.1%}")
-    high = bootstrap_median_ci(ratios["tinyprof"])[1]
+              f"[{low - 1:+6.1%}, {high - 1:+6.1%}]  {statistics.median(coverage[name]):>9.1%}  "
+              f"{statistics.median(cpu_ratios[name]) - 1:>+9.1%}  "
+              f"[{cpu_low - 1:+6.1%}, {cpu_high - 1:+6.1%}]")
+    verdict = {clock: "met" if bootstrap_median_ci(r["tinyprof"])[1] <= GOAL else "not met"
+               for clock, r in (("wall", ratios), ("CPU", cpu_ratios))}
     print(f"goal for tinyprof: ≤ {GOAL:.2f}× bare (CI upper end ≤ {GOAL - 1:+.1%}), coverage ≥ "
-          f"90 %: {'met' if high <= GOAL else 'not met'} on this run")
+          f"90 %: {verdict['wall']} in wall time, {verdict['CPU']} in CPU time on this run")
     assert not math.isnan(statistics.median(bares))
 
 

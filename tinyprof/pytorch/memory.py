@@ -552,4 +552,5 @@ def activation_table(module, inputs, targets=None, loss=None) -> Table:
                          memory.activations.predicted_bytes])
 
 
-__all__ = ["SAVED_FORMULAS", "activation_table", "predicted_activations", "training_memory"]
+__all__ = ["LiveStorages", "SAVED_FORMULAS", "activation_table", "model_output",
+           "predicted_activations", "trace_saved_calls", "training_memory"]
