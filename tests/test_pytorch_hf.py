@@ -103,6 +103,11 @@ def test_hf_inputs_as_users_have_them(given):
     inputs = {"dict": kwargs, "tensor": kwargs["input_ids"], "shape": (BATCH, SEQ)}[given]
     assert tp.count_flops(model, inputs) == EXPECTED["bert"][0]
     assert tp.Profiler().count_flops(model, inputs) == EXPECTED["bert"][0]
+    report = tp.flop_report(model, inputs, backward=True)
+    assert report.footer[5] == EXPECTED["bert"][1]
+    assert report.title.startswith("BertForMaskedLM on " + {
+        "dict": "input_ids=(2, 16), attention_mask=(2, 16)", "tensor": "(2, 16)",
+        "shape": "(2, 16)"}[given])
 
 
 def test_training_memory_of_an_hf_gpt2_step_sums_to_its_measured_peak():
