@@ -154,6 +154,21 @@ def test_the_profiler_times_an_hf_model_forward_and_backward_to_its_root():
     assert prof.layers.coverage > 0.5
 
 
+def test_hf_gpt2_small_on_the_meta_device_counts_as_tinyprofs_numpy_gpt2_small():
+    """No weights at all (the meta device): HF's GPT-2 small on 1,024 tokens counts what the
+    numpy wing's shape-only GPT-2 small counts, forward and backward, and its dW (every
+    product but attention's two) is told from dX by following the views of the weights."""
+    with torch.device("meta"):
+        model = transformers.GPT2LMHeadModel(transformers.GPT2Config())
+    numpy_gpt2 = tp.models.gpt2("small", shape_only=True)
+    rows = flops_by_module(model, (1, 1024), backward=True)
+    forward, attention = 291_648_307_200, 38_654_705_664       # chapter 02's numbers
+    assert sum(r.matmul for r in rows) == tp.count_flops(numpy_gpt2, (1, 1024)) == forward
+    assert sum(r.backward for r in rows) == tp.count_flops(numpy_gpt2, (1, 1024), backward=True)
+    assert sum(r.grad_weight for r in rows) == forward - attention
+    assert sum(r.grad_input for r in rows) == forward + attention
+
+
 def test_import_tinyprof_loads_neither_torch_nor_transformers():
     code = ("import sys, tinyprof as tp, tinyprof.pytorch\n"
             "tp.count_flops(tp.models.mlp(), (1, 784))\n"

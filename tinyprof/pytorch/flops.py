@@ -270,16 +270,47 @@ def _shapes_of(value: Any) -> Any:
     return value
 
 
-def make_call(args: tuple, kwargs: dict, output: Any, params: frozenset = frozenset()) -> Call:
-    """The :class:`Call` of one call: ``params`` holds the storage keys of the parameters (a
-    view of a parameter, such as the ``W.t()`` that ``addmm`` multiplies, is one too)."""
+class Weights:
+    """Which tensors are parameters or views of one (the ``W.t()`` that ``addmm`` multiplies):
+    ``tensor in weights``. A real tensor is known by its storage; on the meta device, where
+    nothing has one, by following the view operators from the parameters (:meth:`follow`)."""
+
+    def __init__(self, module):
+        params = list(module.parameters())
+        self.keys = frozenset(filter(None, (_storage_key(p) for p in params)))
+        self.views: dict[int, Any] = {}      # id → weak reference (tensors compare elementwise)
+        for p in params:
+            self._add(p)
+
+    def _add(self, tensor) -> None:
+        import weakref
+
+        self.views[id(tensor)] = weakref.ref(tensor)
+
+    def _viewed(self, tensor) -> bool:
+        ref = self.views.get(id(tensor))
+        return ref is not None and ref() is tensor
+
+    def __contains__(self, tensor) -> bool:
+        return _storage_key(tensor) in self.keys or self._viewed(tensor)
+
+    def follow(self, func, args: tuple, output: Any) -> None:
+        """Remember ``output`` as a weight when ``func`` is a view of one."""
+        if func.is_view and args and self._viewed(args[0]):
+            for t in _tensors(output):
+                self._add(t)
+
+
+def make_call(args: tuple, kwargs: dict, output: Any, params: Any = frozenset()) -> Call:
+    """The :class:`Call` of one call; ``params`` answers ``tensor in params`` for the
+    parameters and their views (:class:`Weights`)."""
     tensors = _tensors(list(args)) + _tensors(dict(kwargs))
     outputs = _tensors(output)
     plain = {k: v for k, v in kwargs.items() if not _tensors(v)}
     return Call(tuple(tuple(t.shape) for t in tensors),
                 tuple(outputs[0].shape) if outputs else (),
                 tuple(bool(t.requires_grad) for t in tensors),
-                tuple(_storage_key(t) in params for t in tensors), plain,
+                tuple(t in params for t in tensors), plain,
                 tuple(t.element_size() for t in tensors),
                 outputs[0].element_size() if outputs else 0,
                 tuple(_shapes_of(a) for a in args))
@@ -320,7 +351,7 @@ def trace_ops(module, args: tuple, kwargs: dict | None = None,
     _register_builtins()
     module_formulas, op_formulas = _overlay(formulas)
     names = module_names(module)
-    params = frozenset(filter(None, (_storage_key(p) for p in module.parameters())))
+    params = Weights(module)
     stack: list[tuple[str, Any, Callable | None, bool]] = []   # name, module, formula, inside
     records: list[Traced] = []
     shapes: dict[str, tuple] = {}
@@ -341,6 +372,7 @@ def trace_ops(module, args: tuple, kwargs: dict | None = None,
         def __torch_dispatch__(self, func, types, a=(), kw=None):
             kw = kw or {}
             output = func(*a, **kw)
+            params.follow(func, a, output)
             if stack and (stack[-1][2] is not None or stack[-1][3]):
                 return output
             counted, formula = _op_formula(func, op_formulas)
@@ -576,4 +608,4 @@ def _register_builtins() -> None:
 __all__ = ["MODULE_FLOPS", "MissingFlopFormulaError", "ModuleFlops", "OP_FLOPS", "Traced",
            "count_flops", "example_input", "flop_report", "flops_by_module", "make_call",
            "model_inputs", "module_names", "register_flops", "register_function_flops",
-           "run_hooked", "trace_ops"]
+           "run_hooked", "trace_ops", "Weights"]
