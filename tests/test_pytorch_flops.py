@@ -384,6 +384,15 @@ def test_inputs_as_a_pytorch_user_has_them(given):
     assert count_flops(model, inputs) == count_flops(model, (2, 8)) == theirs
 
 
+def test_a_shape_that_does_not_fit_the_model_is_a_named_error():
+    with pytest.raises(TypeError, match=r"CrossSDPA failed on the input made for the shape "
+                                        r"\(2, 3, 4, 8\) \(torch.float32 values\): .*missing.*"
+                                        r"Give it its inputs as it takes them"):
+        count_flops(CrossSDPA(), (2, 3, 4, 8))
+    q = _x(2, 3, 4, 8)
+    assert count_flops(CrossSDPA(), (q, q, q)) == 2 * 2 * 2 * 3 * 4 * 4 * 8
+
+
 @pytest.mark.parametrize("bad, message", [
     ("ids", r"give TinyGPT its input as a shape such as \(2, 8\), a tensor"),
     (__import__("numpy").zeros((2, 8)), r"pass torch.from_numpy\(x\) or its shape \(2, 8\)"),

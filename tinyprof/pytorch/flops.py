@@ -516,8 +516,24 @@ def flops_by_module(module, input_shape: Any = None, *, backward: bool = False,
     its backward FLOPs. ``formulas``: ``{module type: formula(module, call)}`` and/or
     ``{aten op: formula(call)}``, for this call only (the registries are not changed)."""
     args, kw = _arguments(module, input_shape, inputs, kwargs, skip_first_input_grad)
-    records, shapes = trace_ops(module, args, kw, formulas)
+    try:
+        records, shapes = trace_ops(module, args, kw, formulas)
+    except (TypeError, ValueError, RuntimeError, IndexError) as error:
+        given = input_shape if inputs is None else inputs
+        if not (_is_shape(given) or type(given).__name__ == "Size"):
+            raise
+        raise _misfit(module, tuple(given), next(iter(args), None), error) from error
     return _rows(records, shapes, backward)
+
+
+def _misfit(module, shape: tuple, made: Any, error: Exception) -> TypeError:
+    """The error for a model that fails on the input made for ``shape``: what was made, what
+    went wrong, and what to pass instead."""
+    kind = "token ids" if made is not None and not made.is_floating_point() else "values"
+    return TypeError(f"count_flops: {type(module).__name__} failed on the input made for the "
+                     f"shape {shape} ({getattr(made, 'dtype', '')} {kind}): {error}. Give it its "
+                     "inputs as it takes them: a tensor, a tuple of tensors or a dict of keyword "
+                     "tensors")
 
 
 def _arguments(module, input_shape, inputs, kwargs, skip_first_input_grad):
