@@ -373,6 +373,14 @@ def test_a_registered_or_given_module_formula_counts_the_module_as_one():
     assert tp.count_flops(nn.Sequential(Doubler()), (3, 5)) == 2 * 3 * 5 * 5
 
 
+def test_the_numpy_entry_points_take_a_torch_module_or_refuse_it_by_name():
+    rows = tp.flops_by_layer(nn.Linear(72, 40), (6, 72), backward=True, skip_first_input_grad=True)
+    assert [(r.name, r.grad_input, r.grad_weight) for r in rows] == [("(model)", 0, 34_560)]
+    with pytest.raises(TypeError, match=r"Block is a torch.nn.Module: register its formula "
+                                        r"\(module, call\) -> LayerFlops with tinyprof.pytorch"):
+        tp.flops.register_flops(Block)
+
+
 @pytest.mark.parametrize("given", ["tensor", "tuple", "dict", "list-shape", "torch-size"])
 def test_inputs_as_a_pytorch_user_has_them(given):
     model = TinyGPT()

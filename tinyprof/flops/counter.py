@@ -74,8 +74,14 @@ def flops_by_layer(model: Module, input_shape: Sequence[int], *, backward: bool 
     their dX matmuls, as autograd does for an input with ``requires_grad=False``. With
     ``backward=True`` every formula must state its backward FLOPs. ``formulas``
     (``{layer type: formula}``) overlays the registered formulas for this call only, as torch's
-    ``FlopCounterMode(custom_mapping=...)`` does; the registry is not changed.
+    ``FlopCounterMode(custom_mapping=...)`` does; the registry is not changed. A
+    ``torch.nn.Module`` gets :func:`tinyprof.pytorch.flops_by_module`'s rows.
     """
+    if is_torch_module(model):
+        from ..pytorch.flops import flops_by_module
+
+        return flops_by_module(model, input_shape, backward=backward,
+                               skip_first_input_grad=skip_first_input_grad, formulas=formulas)
     if not isinstance(model, Module):
         raise TypeError(f"count FLOPs of a tinyprof Module, got {type(model).__name__}")
     formulas = check_overlay(formulas, "flops_by_layer")
