@@ -6,7 +6,8 @@ where a notebook is actually run or graded; dask and distributed only with ``--s
              resources, budget, zmqpoll                    runs inside the sandbox
     files    intake, repair, home, report, exercises, lms  reading submissions, writing reports
     kernel   isolation, sandbox                            a student's kernel in its sandbox
-    grading  judge, execute, feedback, integrity, worker   one submission, in a worker process
+    grading  judge, speed, execute, feedback, integrity,   one submission, in a worker process
+             worker
     cohort   gradebook, pool, cluster, grade, export       the whole cohort, in the parent (cluster:
                                                            also the Dask task on a worker)
     cli      __main__, demo, release, publish, samples,    commands and course tooling
@@ -29,7 +30,7 @@ LAYERS = [
               "zmqpoll"}),
     ("files", {"intake", "repair", "home", "report", "exercises", "lms"}),
     ("kernel", {"isolation", "sandbox"}),
-    ("grading", {"judge", "execute", "feedback", "integrity", "worker"}),
+    ("grading", {"judge", "speed", "execute", "feedback", "integrity", "worker"}),
     ("cohort", {"gradebook", "pool", "cluster", "grade", "export"}),
     ("cli", {"__main__", "__init__", "demo", "release", "publish", "samples", "nbgrader_config"}),
 ]
