@@ -206,12 +206,13 @@ class Judge:
             _restore(original, self._decode(state))
         return self._decode(answer.get("value"), label)
 
-    def keep(self, value: Any) -> Kernel:
-        """Send ``value`` to the kernel to be kept there; its handle."""
-        return self._handle(self._ask(("keep", value), "the inputs"), "the inputs")
+    def make(self, make_inputs: Callable, seeds: list[int]) -> Kernel:
+        """``make_inputs(seed)`` for each seed, made and kept in the kernel; their handle."""
+        return self._handle(self._ask(("make", make_inputs, list(seeds)), "the inputs"),
+                            "the inputs")
 
     def time_calls(self, target: Any, calls: Kernel) -> Kernel:
-        """``target(*args)`` for each ``args`` of ``calls`` (a :meth:`keep` handle on a list)
+        """``target(*args)`` for each ``args`` of ``calls`` (a :meth:`make` handle on a list)
         in the kernel, one block; the outputs stay there (a handle for :meth:`pick`)."""
         label = getattr(target, "_label", None) or getattr(target, "__name__", "the function")
         return self._handle(self._ask(("time", target, calls._ref[1]), label), label)

@@ -8,16 +8,20 @@ patched clock, a slowed-down baseline, work done while the other side is timed).
 - **Two kernels.** The candidate runs in the student's kernel; the baseline runs in a clean
   kernel of its own (:class:`ReferenceKernel`), sandboxed like the student's but holding no
   student code: it imports only the baseline, by name, from tinyprof.
-- **Fresh inputs, made here.** Every call gets new inputs ``make_inputs(seed)``, computed in the
-  grader and sent to both kernels; a remembered output is a wrong output.
+- **Fresh inputs.** Every call gets new inputs ``make_inputs(seed)``, the seeds drawn here at
+  random at every grading; each kernel makes the same inputs from them (no megabytes cross the
+  wire, and a student's kernel that makes them wrongly gets wrong outputs); a remembered
+  output is a wrong output.
 - **CPU time, read from outside.** Each round times a block of ``calls`` calls on each side, in
   a random order; a side's time is the CPU time its kernel's control group used over the whole
   round, read by the grader (all the kernel's processes and threads, whatever they do
   meanwhile: work done in the background while the other side runs is charged to its kernel),
-  less the CPU time the clean kernel spends receiving a round's inputs and handing back its
-  outputs (the median over the rounds: the same requests cost each kernel about the same, and
-  the student's kernel cannot change a figure measured on the clean one). Without control
-  groups it is each kernel's process tree, read from ``/proc``; the printed method says which.
+  less the CPU time the clean kernel spends making a round's inputs and handing back samples
+  of its outputs (the median over the rounds: the same requests cost each kernel about the
+  same, and the student's kernel cannot change a figure measured on the clean one; work it
+  does meanwhile is its own).
+  Without control groups it is each kernel's process tree, read from ``/proc``; the printed
+  method says which.
 - **Every output checked.** After each block, the grader draws positions and reads every output
   array back at those positions (``tinyprof.remote``'s ``pick``): a side that skipped work
   cannot know in advance which elements are read. The candidate's outputs must match the
@@ -168,6 +172,7 @@ class SpeedBench:
             raise TypeError("expect_faster times a function of the student's notebook: pass "
                             f"it by its name, got {type(candidate).__name__}")
         _check_importable(baseline)
+        _check_importable(make_inputs)
         key = (candidate._ref, qualified_name(baseline), qualified_name(make_inputs), rounds,
                rtol, atol)
         if key not in self._measured:
@@ -184,14 +189,13 @@ class SpeedBench:
         seeds = iter(rng.integers(0, 2**62, size=2 + rounds * MAX_CALLS).tolist())
         sides = {"candidate": (judge, candidate), "baseline": (clean, baseline)}
         for made in range(2):   # a warm-up call each, then a call each to choose ``calls``
-            times = self._round(sides, [_args(make_inputs, next(seeds))], rng, made, rtol,
-                                atol)
+            times = self._round(sides, make_inputs, [next(seeds)], rng, made, rtol, atol)
         calls = choose_calls(*(times[side] - times["handling"]
                                for side in ("candidate", "baseline")), rounds)
         made, spent = 2, []
         for _ in range(rounds):
-            inputs = [_args(make_inputs, next(seeds)) for _ in range(calls)]
-            spent.append(self._round(sides, inputs, rng, made, rtol, atol))
+            spent.append(self._round(sides, make_inputs, [next(seeds) for _ in range(calls)],
+                                     rng, made, rtol, atol))
             made += calls
         handling = float(np.median([times["handling"] for times in spent]))
         per_call = {side: tuple(max(times[side] - handling, MIN_SECONDS) / calls
@@ -200,11 +204,13 @@ class SpeedBench:
         return Speedup(qualified_name(baseline), per_call["baseline"], per_call["candidate"],
                        calls, method)
 
-    def _round(self, sides: dict, inputs: list[tuple], rng: np.random.Generator,
-               made: int, rtol: float, atol: float) -> dict[str, float]:
-        """One round: each side's block of calls on ``inputs``, in a random order. The CPU
-        seconds each kernel used over the whole round, and ``handling``: what receiving the
-        inputs and handing back the outputs cost the clean kernel. Outputs checked."""
+    def _round(self, sides: dict, make_inputs: Callable, seeds: list[int],
+               rng: np.random.Generator, made: int, rtol: float, atol: float
+               ) -> dict[str, float]:
+        """One round: each side makes the inputs of ``seeds`` in its kernel, then runs its
+        block of calls on them, the sides in a random order. The CPU seconds each kernel used
+        over the whole round, and ``handling``: what making the inputs and reading the outputs
+        back cost the clean kernel. Outputs checked."""
         clean = self.reference.cpu_seconds
         clocks = {"candidate": self.student_cpu, "baseline": clean}
         start = {side: clock() for side, clock in clocks.items()}
@@ -213,7 +219,7 @@ class SpeedBench:
         for side in rng.permutation(["candidate", "baseline"]):
             asker, target = sides[side]
             before = clean()
-            kept = asker.keep(inputs)
+            kept = asker.make(make_inputs, seeds)
             handling += clean() - before if side == "baseline" else 0.0
             outputs[side] = asker.time_calls(target, kept)
         fractions = rng.random(PICKS).tolist()   # drawn once both blocks have run
@@ -228,26 +234,27 @@ class SpeedBench:
             if found:
                 raise AssertionError(f"call {made + i + 1} (fresh inputs): {found}; a faster "
                                      "version must compute what the baseline computes")
-        if len(picked["candidate"]) != len(inputs):
+        if len(picked["candidate"]) != len(seeds):
             raise AssertionError(f"the candidate returned {len(picked['candidate'])} outputs "
-                                 f"for {len(inputs)} calls")
+                                 f"for {len(seeds)} calls")
         return {**spent, "handling": handling}
-
-
-def _args(make_inputs: Callable[[int], tuple], seed: int) -> tuple:
-    args = make_inputs(seed)
-    return args if isinstance(args, tuple) else (args,)
 
 
 def _positions(value: Any, fractions: list[float]) -> Any:
     """An answer to ``pick`` with each ``("sampled", shape, values)`` as a Sampled whose
     positions the grader computes itself from the shape (the kernel's claim is not used)."""
     if isinstance(value, tuple) and len(value) == 3 and value[0] == "sampled" and \
-            isinstance(value[1], tuple) and isinstance(value[2], np.ndarray):
+            isinstance(value[1], tuple) and isinstance(value[2], list):
         shape = tuple(int(d) for d in value[1])
         size = math.prod(shape)
         positions = tuple(int(u * size) for u in fractions) if size else ()
-        return Sampled(shape, positions, value[2])
+        from .judge import KernelError
+
+        try:
+            values = np.asarray(value[2], dtype=np.float64)
+        except (TypeError, ValueError):
+            raise KernelError("the kernel's sampled output is not a list of numbers") from None
+        return Sampled(shape, positions, values)
     if isinstance(value, list):
         return [_positions(item, fractions) for item in value]
     if isinstance(value, tuple):
@@ -257,17 +264,18 @@ def _positions(value: Any, fractions: list[float]) -> Any:
     return value
 
 
-def _check_importable(baseline: Callable) -> None:
-    """The clean kernel imports the baseline by name: it must be a module-level function."""
-    module, _, name = qualified_name(baseline).rpartition(".")
+def _check_importable(function: Callable) -> None:
+    """Each kernel imports the baseline and the input maker by name: each must be a function at
+    the top of an importable module (tinyprof's)."""
+    module, _, name = qualified_name(function).rpartition(".")
     try:
         found = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError, ValueError):
         found = None
-    if found is not baseline:
-        raise TypeError(f"expect_faster's baseline must be a function defined at the top of an "
-                        f"importable module (the clean kernel imports it by name), got "
-                        f"{baseline!r}")
+    if found is not function:
+        raise TypeError(f"expect_faster's baseline and make_inputs must be functions defined "
+                        f"at the top of an importable module (each kernel imports them by "
+                        f"name), got {function!r}")
 
 
 __all__ = ["ReferenceKernel", "SpeedBench"]

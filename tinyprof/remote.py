@@ -17,14 +17,18 @@ A request (a tuple) is one of
   so a test can check that the caller's data was left alone;
 - ``("switch", extra)`` / ``("unswitch",)``: enter / leave ``reference_unavailable(*extra)``
   around the calls in between, exactly as the test's ``with`` block does in a notebook;
-- ``("keep", value)``: keep ``value`` here (the answer is its handle);
+- ``("make", make_inputs, seeds)``: ``make_inputs(seed)`` for each seed, kept here as a list of
+  argument tuples (the answer is its handle): inputs made where they are used, so that no
+  megabytes cross the wire (``make_inputs`` runs as tinyprof's own code even while the
+  switch is on);
 - ``("time", target, n)``: ``target(*args)`` for each ``args`` of the list kept as object n,
   one after the other, the outputs kept here (the answer is their handle) and the inputs let
   go: the block of calls whose CPU time the grader reads from outside
   (``tinyprof.testing.expect_faster``);
 - ``("pick", n, fractions)``: the outputs of object n (a ``time`` answer), with each array
   replaced by its elements at the flat positions ``floor(u · size)`` for each u of
-  ``fractions``, drawn by the grader after the block ran: ``("sampled", shape, values)``, so
+  ``fractions``, drawn by the grader after the block ran: ``("sampled", shape, values)`` (a
+  list of floats), so
   that checking an output costs little; the outputs are then let go.
 
 Targets inside a request are pickled as persistent ids: ``("global", name)`` is the notebook's
@@ -105,8 +109,12 @@ def _carry_out(request: tuple, namespace: dict) -> dict:
         copied = {str(key): encode(args[key] if isinstance(key, int) else kwargs[key])
                   for key in copy_back}
         return {"value": encode(value), "copied": copied}
-    if kind == "keep":
-        return {"value": encode(request[1], depth=MAX_DEPTH)}
+    if kind == "make":
+        _, make_inputs, seeds = request
+        make = _unswitched(make_inputs)
+        made = [make(seed) for seed in seeds]
+        return {"value": encode([args if isinstance(args, tuple) else (args,) for args in made],
+                                depth=MAX_DEPTH)}
     if kind == "time":
         _, target, number = request
         calls, _objects[number] = _objects[number], None
@@ -130,6 +138,14 @@ def _carry_out(request: tuple, namespace: dict) -> dict:
     raise ValueError(f"unknown request {kind!r}")
 
 
+def _unswitched(function: Any) -> Any:
+    """The function itself when the switch has swapped its code for a gate (tinyprof.testing),
+    so that the grader's own input maker runs while the student's code is checked."""
+    gate = (getattr(function, "__kwdefaults__", None) or {}).get("__gate__")
+    original = getattr(gate, "original", None)
+    return original if callable(original) else function
+
+
 def _sampled(value: Any, fractions: list, depth: int = 0) -> Any:
     """``value`` with each numeric numpy array replaced by ``("sampled", shape, elements at
     floor(u · size) for u in fractions)`` (float64); containers item by item."""
@@ -146,7 +162,7 @@ def _sampled(value: Any, fractions: list, depth: int = 0) -> Any:
     if numpy is not None and isinstance(value, numpy.ndarray) and value.dtype.kind in "biuf":
         flat = value.reshape(-1)
         positions = [int(u * flat.size) for u in fractions] if flat.size else []
-        return ("sampled", tuple(value.shape), numpy.asarray(flat[positions], numpy.float64))
+        return ("sampled", tuple(value.shape), flat[positions].astype(float).tolist())
     return value
 
 
