@@ -128,6 +128,17 @@ def test_tinyprof_is_switched_off_in_the_kernel_inside_the_block_only(kernel):
     assert private.ename == "ReferenceUnavailable", private.message
 
 
+def test_a_reference_taken_before_the_switch_opens_is_refused_in_the_kernel(kernel):
+    kernel.run("def early(data, q, percentile=np.percentile):\n    return percentile(data, q)\n"
+               "import numpy.lib._function_base_impl as impl\n"
+               "def elsewhere(data, q):\n    return impl.percentile(data, q)\n")
+    for name in ("early", "elsewhere"):
+        verdict = judge(kernel, f"with reference_unavailable('numpy.percentile'):\n"
+                                f"    {name}([3, 1, 2], 50)")
+        assert verdict.ename == "ReferenceUnavailable", (name, verdict.message)
+        assert judge(kernel, f"expect({name}([3, 1, 2], 50), 2.0, 'after the block')").passed
+
+
 def test_a_kernel_that_stops_answering_fails_the_test_and_is_reported(kernel):
     silent = Judge(lambda code, cleanup=False: None).run(
         "expect(linear_params(1, 1), 2, 'x')", PRELUDE, label="test")
