@@ -7,13 +7,10 @@ needs reflection, is also flagged."""
 
 from __future__ import annotations
 
-import csv
 import json
-import subprocess
-import sys
 
 import pytest
-from chapters import REPO
+from chapters import grade_cli
 from test_autograde import _notebook_name, _solution_answers, _with_answers, test_points
 
 PERCENTILE = {
@@ -47,13 +44,8 @@ def graded(tmp_path_factory):
             folder.mkdir(parents=True)
             notebook = _with_answers(chapter, {**solved, exercise: code})
             (folder / _notebook_name(chapter)).write_text(json.dumps(notebook))
-    out = tmp_path_factory.mktemp("graded")
-    run = subprocess.run([sys.executable, "-m", "autograder", "grade", str(submissions),
-                          "--out", str(out), "--jobs", "2", "--timeout", "30"],
-                         cwd=REPO, capture_output=True, text=True, timeout=1200)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    with open(out / "grades.csv", newline="", encoding="utf-8") as handle:
-        return {(row["student"], row["assignment"]): row for row in csv.DictReader(handle)}
+    rows, _ = grade_cli(submissions, tmp_path_factory.mktemp("graded"), timeout=1200)
+    return {(row["student"], row["assignment"]): row for row in rows}
 
 
 @pytest.mark.parametrize("chapter", sorted(COHORT))
