@@ -644,9 +644,10 @@ class _Review(ast.NodeVisitor):
 def _self_of(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
     """The first parameter of a method defined in a class body, if nothing in it binds that
     name again (None otherwise)."""
-    if not isinstance(getattr(node, "_parent", None), ast.ClassDef) or not node.args.args:
+    positional = node.args.posonlyargs + node.args.args
+    if not isinstance(getattr(node, "_parent", None), ast.ClassDef) or not positional:
         return None
-    name = node.args.args[0].arg
+    name = positional[0].arg
     params = [a for a in ast.walk(node) if isinstance(a, ast.arg) and a.arg == name]
     stores = [n for n in ast.walk(node) if isinstance(n, ast.Name) and n.id == name
               and not isinstance(n.ctx, ast.Load)]

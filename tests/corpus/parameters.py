@@ -70,7 +70,7 @@ HONEST = {
     "autoreload": "%load_ext autoreload\n%autoreload 2\n",
     "setattr in __init__": """
 class Config:
-    def __init__(self, **fields):
+    def __init__(self, /, **fields):
         for name, value in fields.items():
             setattr(self, name, value)
 
