@@ -10,12 +10,15 @@ relies on. A submission is flagged when a cell
   defines) at module level, other than by repeating the instructor's own statement;
 - assigns to or deletes an attribute of tinyprof (``tp.testing.expect = ...``, ``setattr``);
 - touches ``builtins`` or ``__builtins__``, or ``sys.modules``, ``sys.meta_path`` and the
-  interpreter's hooks (``sys.displayhook``, ``sys.settrace``, ...);
+  interpreter's hooks (``sys.displayhook``, ``sys.settrace``, ``sys.monitoring``,
+  ``threading.setprofile``, ...);
 - reaches IPython's machinery (``get_ipython()`` beyond running ordinary magics: events, input
   and AST transformers, display hooks; the ``%config`` or ``%load_ext`` magics);
 - uses the tools such tampering needs: ``exec``/``eval``/``compile``/``__import__``, writes to
-  ``globals()``, ``vars(...)`` or ``__dict__``, frame and code objects (``__code__``,
-  ``f_globals``, ``sys._getframe``), ``ctypes``, ``gc`` or ``importlib``;
+  ``globals()``, ``vars(...)`` or ``__dict__``, directly or through a name bound to one
+  (``ns = m.__dict__; ns[...] = ...``), frame and code objects (``__code__``, ``f_globals``,
+  ``sys._getframe``), ``ctypes``, ``importlib``, or what of ``gc`` reaches other objects
+  (``gc.get_referrers``; ``gc.collect()`` and switching collection off are fine);
 - assigns or deletes an attribute of any module (``math.isclose = ...``), or reaches one by a
   computed name (``getattr(m, "is" + "close")``, ``setattr``, ``delattr``);
 - reads the notebook's history (``In``, ``Out``, ``_ih``, ``_i3``, ``%history``), reaches the
@@ -23,6 +26,15 @@ relies on. A submission is flagged when a cell
   internals, ``import __main__``), or writes a Python file (which an import would then run
   without review);
 - uses a private name of tinyprof (``tp.abtest._timed_rounds``).
+
+A method that builds or sets its own object (``__init__``, ``__post_init__``, ``__setattr__``,
+``__setstate__``) may set ``self``'s attributes by computed name (``setattr(self, k, v)``,
+``self.__dict__.update(...)``, ``object.__setattr__(self, ...)``); calling such a method on
+another object (``Cls.__init__(module, ...)``) is flagged instead. Where a rule cannot tell
+tampering from honest code (a computed ``setattr`` on an object of unknown kind, a write to
+the namespace of an unknown object), its flag ends with ``report.UNSURE`` and the summary lists
+it under "review", apart from the certain ones. The honest idioms of ``tests/corpus`` raise no
+flag of either kind.
 
 The hidden tests add a runtime check (tinyprof.testing): helpers the notebook rebound are put
 back and announced with ``tinyprof.testing.MARK`` on stdout, and notebook code planted where
@@ -44,18 +56,33 @@ from . import course
 from .cells import grade_id, is_answer, is_test
 from .cells import source as _source
 from .repair import repair
+from .report import UNSURE
 
 HELPERS = frozenset({"expect", "reference_unavailable", "ReferenceUnavailable",
                      "TamperingDetected"})
 SYS_HOOKS = frozenset({"modules", "meta_path", "path_hooks", "path_importer_cache",
                        "displayhook", "excepthook", "settrace", "setprofile", "addaudithook",
-                       "_getframe", "breakpointhook", "unraisablehook", "setrecursionlimit"})
+                       "_getframe", "breakpointhook", "unraisablehook", "setrecursionlimit",
+                       "monitoring"})
 IPYTHON_CALLS = frozenset({"run_line_magic", "run_cell_magic", "system", "getoutput"})
 #: Magics that only time, capture or install: their cell body is reviewed like any code.
 SAFE_MAGICS = frozenset({"time", "%time", "timeit", "capture", "matplotlib", "pip", "conda",
-                         "prun", "who", "whos", "env", "writefile"})
+                         "prun", "who", "whos", "env", "writefile", "autoreload", "aimport"})
+#: IPython extensions a notebook may load (``%load_ext``): IPython's own module reloader.
+SAFE_EXTENSIONS = frozenset({"autoreload"})
 TOOLS = frozenset({"exec", "eval", "compile", "__import__"})
-TOOL_MODULES = frozenset({"builtins", "ctypes", "gc", "importlib", "marshal"})
+TOOL_MODULES = frozenset({"builtins", "ctypes", "importlib", "marshal"})
+#: What of ``gc`` a notebook may use: collecting, and switching collection off and on around a
+#: measurement. The rest (``get_objects``, ``get_referrers``, ...) reaches every object of the
+#: kernel, the tests' own included.
+GC_SAFE = frozenset({"collect", "disable", "enable", "isenabled", "get_count", "get_threshold",
+                     "set_threshold", "get_stats", "freeze", "unfreeze", "get_freeze_count"})
+#: The threading module's hooks, which set a profile or trace function on every new thread.
+THREAD_HOOKS = frozenset({"setprofile", "settrace", "setprofile_all_threads",
+                          "settrace_all_threads"})
+#: Methods in which ``self`` is the object being built or set: ``setattr(self, name, value)``,
+#: ``self.__dict__.update(...)`` and ``object.__setattr__(self, ...)`` there set its own fields.
+BUILDERS = frozenset({"__init__", "__post_init__", "__setattr__", "__setstate__"})
 #: Modules and os functions that reach outside the notebook (processes, sockets, other files'
 #: databases, shared memory): the sandbox stops them, and the instructor should know they were
 #: tried. No chapter needs them.
@@ -81,14 +108,16 @@ IPYTHON_PUBLIC = frozenset({"display", "version_info", "__version__"})
 
 @dataclass(frozen=True)
 class Finding:
-    """One reason to flag: where (cell and line) and what the code does."""
+    """One reason to flag: where (cell and line), what the code does, and whether only
+    tampering does it (``sure``) or honest code can too."""
 
     cell: str
     line: int
     what: str
+    sure: bool = True
 
     def __str__(self) -> str:
-        return f"{self.cell}, line {self.line}: {self.what}"
+        return f"{self.cell}, line {self.line}: {self.what}" + ("" if self.sure else UNSURE)
 
 
 @dataclass
@@ -129,8 +158,8 @@ def review(submitted: dict, release: dict, source: dict) -> list[Finding]:
         if _normal(_source(cell)) in instructor:
             continue
         label = _label(cell, number)
-        findings += [Finding(label, line, what)
-                     for line, what in _Review(context, aliases).run(tree)]
+        findings += [Finding(label, line, what, sure)
+                     for line, what, sure in _Review(context, aliases).run(tree)]
     return findings
 
 
@@ -283,6 +312,9 @@ class _Aliases:
 
     def __init__(self) -> None:
         self.names: dict[str, str] = {"__builtins__": "builtins", "get_ipython": "ipython"}
+        #: names bound to a namespace (``m.__dict__``, ``vars(m)``, ``globals()``) → whether
+        #: it is surely one of a module the tests rely on (False: of an unknown object)
+        self.namespaces: dict[str, bool] = {}
 
     def learn(self, tree: ast.Module) -> None:
         for node in ast.walk(tree):
@@ -295,6 +327,22 @@ class _Aliases:
                 for target in node.targets:
                     if isinstance(target, ast.Name):
                         self.names[target.id] = self.kind(node.value)
+            if isinstance(node, ast.Assign) and self.namespace_of(node.value) is not None:
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        self.namespaces[target.id] = self.namespace_of(node.value)
+
+    def namespace_of(self, node: ast.AST) -> bool | None:
+        """For ``x.__dict__``, ``vars(x)`` and ``globals()``: whether ``x`` is surely a module
+        the tests rely on (None: ``node`` is no namespace)."""
+        if isinstance(node, ast.Attribute) and node.attr == "__dict__":
+            return self.kind(node.value) is not None
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            if node.func.id == "vars" and node.args:
+                return self.kind(node.args[0]) is not None
+            if node.func.id == "globals":
+                return True
+        return None
 
     def kind(self, node: ast.AST) -> str | None:
         """'tinyprof', 'sys', 'ipython', 'builtins', ... when ``node`` is rooted at one."""
@@ -334,17 +382,18 @@ def _kind_of_import(target: str) -> str | None:
 class _Review(ast.NodeVisitor):
     def __init__(self, context: _Context, aliases: _Aliases):
         self.context, self.aliases = context, aliases
-        self.found: list[tuple[int, str]] = []
+        self.found: list[tuple[int, str, bool]] = []
+        self.methods: list[tuple[str, str | None]] = []   # (name, its self) per function
 
-    def run(self, tree: ast.Module) -> list[tuple[int, str]]:
+    def run(self, tree: ast.Module) -> list[tuple[int, str, bool]]:
         self.bound = _bound_anywhere(tree)   # a loop variable named _i is not the history
         for name, stmt in _top_bindings(tree):
             self._binding(name, stmt)
         self.visit(tree)
         return sorted(set(self.found))
 
-    def flag(self, node: ast.AST, what: str) -> None:
-        self.found.append((getattr(node, "lineno", 0), what))
+    def flag(self, node: ast.AST, what: str, sure: bool = True) -> None:
+        self.found.append((getattr(node, "lineno", 0), what, sure))
 
     def _binding(self, name: str, stmt: ast.AST) -> None:
         if name not in self.context.protected or ast.dump(stmt) in self.context.statements:
@@ -375,6 +424,9 @@ class _Review(ast.NodeVisitor):
                 if _private(alias.name):
                     self.flag(node, f"imports {node.module}.{alias.name}, a private name of "
                                     "tinyprof")
+        if isinstance(node, ast.ImportFrom) and node.module in ("gc", "threading"):
+            for alias in node.names:
+                self._module_use(node, node.module, alias.name)
         for module in modules:
             if module == "__main__":
                 self.flag(node, "imports __main__, the notebook's own namespace")
@@ -399,6 +451,36 @@ class _Review(ast.NodeVisitor):
                             "tests' code would be)")
         elif node.id == "get_ipython" and not self._ordinary_magic(node):
             self.flag(node, "reaches the kernel object (get_ipython())")
+        elif self.aliases.names.get(node.id) == "module:gc" and \
+                isinstance(node.ctx, ast.Load) and \
+                not isinstance(getattr(node, "_parent", None), ast.Attribute):
+            self.flag(node, f"hands the gc module on ({node.id}), out of the review's sight",
+                      sure=False)
+
+    def _module_use(self, node: ast.AST, module: str, name: str) -> None:
+        """``gc.name`` or ``threading.name``, used or imported."""
+        if module == "gc" and name not in GC_SAFE:
+            self.flag(node, f"uses gc.{name}, which reaches every object of the kernel, the "
+                            "tests' own included")
+        elif module == "threading" and name in THREAD_HOOKS:
+            self.flag(node, f"uses threading.{name}, which sets the hook of every new thread")
+
+    # methods: where ``self`` is the object being built
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        self.methods.append((node.name, _self_of(node)))
+        self.generic_visit(node)
+        self.methods.pop()
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def _is_self(self, node: ast.AST) -> bool:
+        """``node`` is the first parameter of the method it is in (never rebound there)."""
+        return bool(self.methods) and isinstance(node, ast.Name) and \
+            node.id == self.methods[-1][1]
+
+    def _own_fields(self, node: ast.AST) -> bool:
+        """``node`` is ``self`` in a method that builds or sets it (BUILDERS)."""
+        return self._is_self(node) and self.methods[-1][0] in BUILDERS
 
     def _ordinary_magic(self, node: ast.AST) -> bool:
         """``get_ipython().run_line_magic(...)`` as IPython writes ``%magic`` lines (the magic
@@ -424,8 +506,9 @@ class _Review(ast.NodeVisitor):
             kind = self.aliases.kind(node.args[0])
             if kind:
                 self.flag(node, f"{name}() on {_describe(kind)}")
-            elif len(node.args) > 1 and not _constant_string(node.args[1]):
-                self.flag(node, f"{name}() with a computed attribute name")
+            elif len(node.args) > 1 and not _constant_string(node.args[1]) and \
+                    not self._own_fields(node.args[0]):
+                self.flag(node, f"{name}() with a computed attribute name", sure=False)
         elif name == "getattr" and len(node.args) > 1:
             kind = self.aliases.kind(node.args[0])
             if kind and not _constant_string(node.args[1]):
@@ -433,16 +516,28 @@ class _Review(ast.NodeVisitor):
                                 "name")
             elif kind == "tinyprof" and _private(_constant_string(node.args[1]) or ""):
                 self.flag(node, f"uses a private name of tinyprof ({_dotted(node)})")
+            elif kind in ("module:gc", "module:threading"):
+                self._module_use(node, kind[7:], _constant_string(node.args[1]) or "?")
         elif name == "open" and _writes_python(node):
             self.flag(node, "writes a Python file, which an import would run without review")
         elif name == "globals":
             self._namespace_write(node, "globals()")
         elif name == "vars" and node.args and self.aliases.kind(node.args[0]):
             self.flag(node, f"uses vars() of {_describe(self.aliases.kind(node.args[0]))}")
+        elif name == "vars" and node.args and not self._own_fields(node.args[0]):
+            self._namespace_write(node, f"vars({_dotted(node.args[0])})", sure=False)
 
     def _method_call(self, node: ast.Call, func: ast.Attribute) -> None:
         if func.attr in ("write_text", "write_bytes") and _python_path(func.value):
             self.flag(node, "writes a Python file, which an import would run without review")
+        if func.attr in WRITERS and isinstance(func.value, ast.Name) and \
+                func.value.id in self.aliases.namespaces:
+            self.flag(node, f"writes through {func.value.id}, an alias of a namespace",
+                      sure=self.aliases.namespaces[func.value.id])
+        if func.attr in BUILDERS and not _is_super(func.value) and \
+                not (node.args and self._is_self(node.args[0])):
+            self.flag(node, f"calls {_dotted(func)} on an object other than self (it can set "
+                            "the attributes of a module)", sure=False)
         kind = self.aliases.kind(func.value)
         if kind == "ipython" and func.attr in IPYTHON_CALLS:
             self._magic(node, func.attr)
@@ -462,8 +557,11 @@ class _Review(ast.NodeVisitor):
             return
         first = node.args[0]
         name = first.value if isinstance(first, ast.Constant) else "?"
+        argument = _constant_string(node.args[1]) if len(node.args) > 1 else None
         if name == "history":
             self.flag(node, "runs %history, which reads the notebook's input history")
+        elif name == "load_ext" and (argument or "").strip() in SAFE_EXTENSIONS:
+            pass
         elif name not in SAFE_MAGICS:
             self.flag(node, f"runs the %{name} magic, which can change how later cells run")
         if name == "writefile" and len(node.args) > 1 and \
@@ -475,22 +573,31 @@ class _Review(ast.NodeVisitor):
             body = _parse(node.args[2].value)
             if body is not None:
                 self.aliases.learn(body)
-                for line, what in _Review(self.context, self.aliases).run(body):
-                    self.flag(node, f"(in its %%{name} body, line {line}) {what}")
+                for line, what, sure in _Review(self.context, self.aliases).run(body):
+                    self.flag(node, f"(in its %%{name} body, line {line}) {what}", sure)
 
-    def _namespace_write(self, node: ast.AST, what: str) -> None:
+    def _namespace_write(self, node: ast.AST, what: str, sure: bool = True) -> None:
         parent = getattr(node, "_parent", None)
         if isinstance(parent, ast.Attribute) and parent.attr in WRITERS or \
                 isinstance(parent, ast.Subscript) and isinstance(parent.ctx, (ast.Store, ast.Del)):
-            self.flag(node, f"writes to {what}")
+            self.flag(node, f"writes to {what}", sure)
+
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        if isinstance(node.ctx, (ast.Store, ast.Del)) and isinstance(node.value, ast.Name) and \
+                node.value.id in self.aliases.namespaces:
+            self.flag(node, f"writes through {node.value.id}, an alias of a namespace",
+                      sure=self.aliases.namespaces[node.value.id])
+        self.generic_visit(node)
 
     # attributes
     def visit_Attribute(self, node: ast.Attribute) -> None:
         kind = self.aliases.kind(node.value)
-        if node.attr in REFLECTION:
+        if node.attr in REFLECTION and not self._sets_own_field(node):
             self.flag(node, f"uses .{node.attr}, which reaches into code or frames")
-        elif node.attr == "__dict__":
-            self._namespace_write(node, "a __dict__")
+        elif node.attr == "__dict__" and not self._own_fields(node.value):
+            self._namespace_write(node, "a __dict__", sure=kind is not None)
+        if kind in ("module:gc", "module:threading"):
+            self._module_use(node, kind[7:], node.attr)
         writes = isinstance(node.ctx, (ast.Store, ast.Del))
         verb = "assigns" if isinstance(node.ctx, ast.Store) else "deletes"
         if kind == "tinyprof" and _private(node.attr):
@@ -513,6 +620,16 @@ class _Review(ast.NodeVisitor):
             self.flag(node, f"uses inspect.{node.attr}, which reaches into frames")
         self.generic_visit(node)
 
+    def _sets_own_field(self, node: ast.Attribute) -> bool:
+        """``object.__setattr__(self, ...)`` or ``super().__setattr__(...)`` in a method that
+        builds or sets ``self`` (a frozen dataclass's ``__post_init__``)."""
+        call = getattr(node, "_parent", None)
+        if node.attr not in ("__setattr__", "__delattr__") or not isinstance(call, ast.Call) \
+                or call.func is not node or not self.methods \
+                or self.methods[-1][0] not in BUILDERS:
+            return False
+        return _is_super(node.value) or bool(call.args) and self._own_fields(call.args[0])
+
     def _membership(self, node: ast.AST) -> bool:
         parent = getattr(node, "_parent", None)
         return isinstance(parent, ast.Compare) and all(
@@ -522,6 +639,26 @@ class _Review(ast.NodeVisitor):
         for child in ast.iter_child_nodes(node):
             child._parent = node  # type: ignore[attr-defined]
         super().visit(node)
+
+
+def _self_of(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
+    """The first parameter of a method defined in a class body, if nothing in it binds that
+    name again (None otherwise)."""
+    positional = node.args.posonlyargs + node.args.args
+    if not isinstance(getattr(node, "_parent", None), ast.ClassDef) or not positional:
+        return None
+    name = positional[0].arg
+    params = [a for a in ast.walk(node) if isinstance(a, ast.arg) and a.arg == name]
+    stores = [n for n in ast.walk(node) if isinstance(n, ast.Name) and n.id == name
+              and not isinstance(n.ctx, ast.Load)]
+    handlers = [h for h in ast.walk(node) if isinstance(h, ast.ExceptHandler) and h.name == name]
+    return name if len(params) == 1 and not stores and not handlers else None
+
+
+def _is_super(node: ast.AST) -> bool:
+    """``super()`` (or ``super(...)``)."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+        node.func.id == "super"
 
 
 def _chain(node: ast.AST) -> list[str]:

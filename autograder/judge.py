@@ -406,12 +406,14 @@ def _parse(text: str | None, label: str) -> dict:
 def _raise_students(names: Any, label: str, route: tuple[str, str] | None = None) -> None:
     """Raise, here, what the student's code raised there: the first of its classes that Python
     or tinyprof defines, with a message of the grader's (the kernel's text is never shown;
-    ``route``, already checked against the switch's routes, names what was refused)."""
+    ``route``, already checked against the switch's routes, names what was refused). The
+    message names the exception's class only if a library defines it (_shown): a class of the
+    student's own has a name the kernel chose."""
     from tinyprof.testing import ReferenceUnavailable, TamperingDetected
 
     names = [n for n in names if isinstance(n, str) and _IDENTIFIER.fullmatch(n)] \
         if isinstance(names, list) else []
-    shown = names[0] if names else "an exception"
+    shown = _shown(names)
     if "ReferenceUnavailable" in names:
         if route is not None:
             raise ReferenceUnavailable(*route)
@@ -424,6 +426,33 @@ def _raise_students(names: Any, label: str, route: tuple[str, str] | None = None
                 not issubclass(found, (KernelError,)):
             raise found(f"{label} raised {shown}")
     raise StudentError(f"{label} raised {shown}")
+
+
+#: What feedback says of an exception whose class the student's notebook defined.
+OWN_CLASS = "an exception of your own class"
+
+
+def _shown(names: list[str]) -> str:
+    """How feedback names the exception whose class and bases are ``names``: the class's own
+    name when Python, numpy or tinyprof defines an exception of that name (a word from a fixed
+    list, which carries nothing the kernel chose), else OWN_CLASS."""
+    if not names:
+        return "an exception"
+    return names[0] if names[0] in _library_exceptions() else OWN_CLASS
+
+
+def _library_exceptions() -> frozenset[str]:
+    """The names of the exception classes of Python (builtins) and of JUDGE_LIBRARIES, as
+    imported here."""
+    import tinyprof  # noqa: F401 - its exception classes are counted once imported
+
+    found, todo = set(), [BaseException]
+    while todo:
+        cls = todo.pop()
+        todo += cls.__subclasses__()
+        if cls.__module__.split(".")[0] in JUDGE_LIBRARIES | {"builtins"}:
+            found.add(cls.__name__)
+    return frozenset(found)
 
 
 def _load_npy(text: str, label: str) -> Any:

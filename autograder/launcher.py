@@ -20,9 +20,11 @@ apply to an unsandboxed kernel.
   in the sandbox bwrap's ``--die-with-parent`` does this instead (``--parent-pid 0``).
 - ``--lifeline FD`` (in the sandbox): the read end of a pipe whose only write end the grading
   process holds. A watcher process (the kernel's uid, outside the kernel) waits on it; at end of
-  file (the grader died, or let the kernel go) it kills every process of the sandbox it may
-  signal. bwrap ties its inner process to its parent only once the sandbox is set up, so a
-  grader killed in those milliseconds would otherwise leave the sandbox running.
+  file (the grader died, or let the kernel go), or as soon as the kernel ends, it kills every
+  process of the sandbox it may signal, so that the sandbox ends with its kernel. bwrap ties
+  its inner process to its parent only once the sandbox is set up, so a grader killed in those
+  milliseconds would otherwise leave the sandbox running. The watcher is no child of the
+  kernel's (ipykernel's shutdown waits for the kernel's children to end).
 - ``--cgroup FILE`` (repeatable): join a control group first (resources.py), by writing this
   process's id into the group's ``cgroup.procs``; everything started after, the sandbox
   included, is counted in it.
@@ -38,6 +40,7 @@ from __future__ import annotations
 import ctypes
 import os
 import resource
+import select
 import signal
 import sys
 
@@ -138,18 +141,69 @@ def refuse_user_namespaces() -> None:
 
 
 def watch_lifeline(fd: int) -> None:
-    """Fork a watcher that reads ``fd`` until end of file, then SIGKILLs every process it may
-    signal (``kill(-1)``: in the sandbox's own process namespace, all but its init and itself);
-    the caller keeps no copy of ``fd``."""
-    if os.fork() == 0:
-        try:
-            while os.read(fd, 64):
-                pass
-        except OSError:
-            pass
-        os.kill(-1, signal.SIGKILL)
+    """Start a watcher (``_watch``) of ``fd`` and of this process, the kernel to be; the caller
+    keeps no copy of ``fd``.
+
+    The watcher is a grandchild, handed to the sandbox's init at once: the kernel has no child
+    of its own. ipykernel's shutdown terminates the kernel's children and waits, step by step,
+    until none is left, and a child it killed stays a zombie no one reaps (the kernel waits for
+    none): each shutdown waited 2.6 s for nothing."""
+    kernel = os.getpid()
+    middle = os.fork()
+    if middle == 0:
+        if os.fork() == 0:
+            _watch(fd, kernel)
         os._exit(0)
+    os.waitpid(middle, 0)
     os.close(fd)
+
+
+def _watch(fd: int, kernel: int) -> None:
+    """Wait for end of file on ``fd`` (the grader died, or let the kernel go) or for the end of
+    the process ``kernel``, whichever comes first, then SIGKILL every process this one may
+    signal (``kill(-1)``: in the sandbox's own process namespace, all but its init and
+    itself). The second lets the sandbox end with its kernel: bwrap's init waits for every
+    process in it, the watcher too."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    wait_ms = None
+    try:
+        poller.register(os.pidfd_open(kernel), select.POLLIN)   # readable once it has ended
+    except ProcessLookupError:
+        _end_sandbox()
+    except (AttributeError, OSError):   # no pidfd (Linux before 5.3): look every 100 ms
+        wait_ms = 100
+    while _alive(kernel):
+        ready = dict(poller.poll(wait_ms))
+        if any(other != fd for other in ready):   # the kernel's pidfd: it has ended
+            break
+        if fd in ready and not _read(fd):   # end of file
+            break
+    _end_sandbox()
+
+
+def _read(fd: int) -> bytes:
+    """What the lifeline holds (nothing at end of file, or when it broke)."""
+    try:
+        return os.read(fd, 64)
+    except OSError:
+        return b""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+def _end_sandbox() -> None:
+    """The watcher's last act: kill what is left in the sandbox, then exit."""
+    os.kill(-1, signal.SIGKILL)
+    os._exit(0)
 
 
 def join_groups(procs_files: list[str]) -> None:

@@ -14,6 +14,9 @@ from .cells import DIED_ENAME, DROPPED_MARK, NOT_RUN_ENAME, TIMEOUT_ENAME, kind,
 
 BASE_COLUMNS = ["student", "assignment", "score", "max_score", "auto_score", "max_auto_score",
                 "needs_manual_grade", "status"]
+#: Ends a flag that honest code can raise too (the static review's rule cannot tell the two
+#: apart, integrity.py): the summary lists such flags apart from the certain ones.
+UNSURE = " [review: honest code can do this too]"
 EXTRA_COLUMNS = ["lms_id", "late", "submitted", "flagged", "sandbox", "worker", "notes"]
 #: The ``worker`` of a submission graded by this machine's own worker processes (``--jobs``).
 LOCAL = "local"
@@ -226,8 +229,24 @@ def summary(rows: list[GradeRow], problems: list[str], out: Path) -> str:
                      + ", ".join(f"{name} ({count})" for name, count in sorted(workers.items())))
     flagged = [row for row in rows if row.flags]
     lines.append(f"{len(flagged)} flagged for review" + (":" if flagged else ""))
-    lines += [f"  ! {row.student}/{row.assignment}: {flag}" for row in flagged
-              for flag in row.flags]
+    lines += _flag_lines(flagged)
     lines.append(f"{len(problems)} problem(s)" + (":" if problems else ""))
     lines += [f"  - {problem}" for problem in problems]
     return "\n".join(lines) + "\n"
+
+
+def _flag_lines(flagged: list[GradeRow]) -> list[str]:
+    """The flags, certain ones first ("!"), then those honest code can raise too ("?", under a
+    heading of their own: integrity.certainty)."""
+    lines = []
+    for level, mark, heading in (("certain", "!", "certain (only tampering does this):"),
+                                 ("review", "?", "review (honest code can do this too):")):
+        found = [f"  {mark} {row.student}/{row.assignment}: {flag}" for row in flagged
+                 for flag in row.flags if certainty(flag) == level]
+        lines += [f" {heading}"] + found if found else []
+    return lines
+
+
+def certainty(flag: str) -> str:
+    """"certain" or "review" (honest code can raise it too) for a flag as grades.csv has it."""
+    return "review" if flag.endswith(UNSURE) else "certain"

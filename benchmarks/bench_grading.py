@@ -1,5 +1,8 @@
 """Grading cost, measured side by side in one run.
 
+0. A kernel's whole life (start, ready, one cell, shutdown), with jupyter_client's own async
+   kernel manager and in the sandbox (SandboxedKernelManager), interleaved: the sandbox's
+   fixed cost per kernel, phase by phase (a slow shutdown shows here first).
 1. One chapter-01 notebook (every exercise solved): bare nbclient execution; the same in the
    bubblewrap sandbox (SandboxedKernelManager): the sandbox's cost per notebook; nbgrader's
    autograde plus feedback as a worker runs them (hardened Execute, limits), with and without
@@ -10,7 +13,8 @@
    byte-identical.
 
 Run: ``.venv/bin/python benchmarks/bench_grading.py [--cohort 30] [--jobs 2] [--repeat 3]``;
-``--quick`` times only bare and sandboxed nbclient, once each (CI's check that it runs).
+``--quick`` times three kernel lives of each kind and bare and sandboxed nbclient once each
+(CI's check that it runs).
 """
 
 from __future__ import annotations
@@ -56,6 +60,58 @@ def bare_nbclient(notebook: bytes, folder: Path, sandboxed: bool = False) -> Non
                    resources={"metadata": {"path": str(folder)}}, **extra).execute()
 
 
+PHASES = ("start", "ready", "one cell", "shutdown")
+
+
+async def _kernel_life(folder: Path, sandboxed: bool) -> dict[str, float]:
+    """Seconds each phase of one kernel's life took."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    from autograder.sandbox import SandboxedKernelManager
+
+    manager = (SandboxedKernelManager if sandboxed else AsyncKernelManager)(
+        kernel_name="python3")
+    marks = [time.perf_counter()]
+    await manager.start_kernel(cwd=str(folder))
+    marks.append(time.perf_counter())
+    client = manager.client()
+    client.start_channels()
+    try:
+        await client.wait_for_ready(timeout=60)
+        marks.append(time.perf_counter())
+        reply = await client.execute_interactive("x = sum(range(1000))", timeout=60)
+        assert reply["content"]["status"] == "ok", reply["content"]
+        marks.append(time.perf_counter())
+    finally:
+        client.stop_channels()
+        await manager.shutdown_kernel()
+    marks.append(time.perf_counter())
+    return {phase: b - a for phase, a, b in zip(PHASES, marks, marks[1:])}
+
+
+def kernel_lives(folder: Path, repeat: int) -> dict[str, dict[str, float]]:
+    """Median seconds per phase (and "life", their sum) of ``repeat`` kernel lives of each
+    kind, bare and sandboxed taking turns."""
+    import asyncio
+
+    lives: dict[str, list[dict[str, float]]] = {"bare": [], "sandboxed": []}
+    for _ in range(repeat):
+        for kind in lives:
+            phases = asyncio.run(_kernel_life(folder, kind == "sandboxed"))
+            lives[kind].append({**phases, "life": sum(phases.values())})
+    return {kind: {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+            for kind, runs in lives.items()}
+
+
+def print_kernel_lives(folder: Path, repeat: int) -> None:
+    lives = kernel_lives(folder, repeat)
+    bare, sandboxed = lives["bare"], lives["sandboxed"]
+    print(f"a kernel's life (start, ready, one cell, shutdown), median of {repeat}:")
+    for key in (*PHASES, "life"):
+        print(f"  {key:9s} bare {bare[key]:5.2f} s   sandboxed {sandboxed[key]:5.2f} s")
+    print(f"  kernel-life ratio, sandboxed / bare: {sandboxed['life'] / bare['life']:.2f}×")
+
+
 def one_notebook(scratch: Path, repeat: int) -> dict[str, float]:
     notebook = samples.notebook(samples.solutions())
     single = scratch / "single" / "ada" / samples.CHAPTER
@@ -91,6 +147,7 @@ def quick(scratch: Path) -> None:
     folder = scratch / "quick"
     folder.mkdir()
     (folder / samples.NOTEBOOK).write_bytes(notebook)
+    print_kernel_lives(folder, 3)
     bare = timed(bare_nbclient, notebook, folder)
     sandboxed = timed(bare_nbclient, notebook, folder, sandboxed=True)
     print(f"one chapter-01 notebook, once each: bare nbclient {bare:.2f} s, kernel in the "
@@ -114,6 +171,8 @@ def main() -> None:
         if args.quick:
             quick(scratch)
             return
+        (scratch / "lives").mkdir()
+        print_kernel_lives(scratch / "lives", args.repeat)
         single = one_notebook(scratch, args.repeat)
         bare = single["bare nbclient execution"]
         print(f"\none chapter-01 notebook, median of {args.repeat}:")

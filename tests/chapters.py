@@ -33,3 +33,18 @@ def build_book(source: Path, output: Path):
     return subprocess.run([str(bindir / "jupyter-book"), "build", str(source), "--builder",
                            "html", "--path-output", str(output)],
                           capture_output=True, text=True, env=env, timeout=1200)
+
+
+def grade_cli(submissions: Path, out: Path, timeout: int = 900) -> tuple[list[dict], str]:
+    """A real ``python -m autograder grade SUBMISSIONS --out OUT --jobs 2 --timeout 30``: the
+    rows of its grades.csv, and what it printed (the summary)."""
+    import csv
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-m", "autograder", "grade", str(submissions),
+                          "--out", str(out), "--jobs", "2", "--timeout", "30"],
+                         cwd=REPO, capture_output=True, text=True, timeout=timeout)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    with open(out / "grades.csv", newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle)), run.stdout

@@ -68,9 +68,16 @@ def server(site):
     httpd.shutdown()
 
 
+#: (path, status) of every request the site's server answered, in order.
+SERVED: list[tuple[str, int]] = []
+
+
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args) -> None:
         pass
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        SERVED.append((self.path, int(code)))
 
 
 @pytest.fixture(scope="module")
@@ -95,11 +102,16 @@ def _open(browser, url: str) -> None:
         lambda d: d.execute_script("return document.readyState") == "complete")
 
 
-def _own_errors(browser, origin: str) -> list[str]:
-    """SEVERE console entries caused by our own pages, scripts and files. A resource from
-    another host that cannot load (this machine has no internet: MathJax, the widget manager
-    from a CDN) is not our content."""
-    errors = []
+def _console(browser, origin: str) -> tuple[list[str], list[str]]:
+    """SEVERE console entries caused by our own site, in two lists: those of the page (its
+    scripts, and the files it asked for), and failed requests the browser made on its own (a
+    page that declares no icon gets a request for /favicon.ico). A file the page asked for is
+    in its Resource Timing entries, which list failed loads too; a request of the browser's own
+    is not. A resource from another host that cannot load (this machine has no internet:
+    MathJax, the widget manager from a CDN) is not our content."""
+    asked = set(browser.execute_script(
+        "return [document.URL, ...performance.getEntries().map(e => e.name)]"))
+    page, own = [], []
     for entry in browser.get_log("browser"):
         message = entry["message"]
         if entry["level"] != "SEVERE":
@@ -108,8 +120,9 @@ def _own_errors(browser, origin: str) -> list[str]:
             continue                               # an external file that did not load
         if message.startswith(("https://", "http://")) and not message.startswith(origin):
             continue                               # raised inside an external script
-        errors.append(message)
-    return errors
+        failed = message.split(" ")[0] if "Failed to load resource" in message else None
+        (own if failed and failed not in asked else page).append(message)
+    return page, own
 
 
 def _pages(site: Path) -> list[str]:
@@ -123,10 +136,24 @@ def test_every_page_loads_without_javascript_errors_from_our_content(site, serve
     broken = {}
     for page in pages:
         _open(browser, f"{server}/{page}")
-        errors = _own_errors(browser, server)
+        errors, _ = _console(browser, server)   # the browser's own: the next test
         if errors:
             broken[page] = errors
     assert broken == {}
+
+
+def test_the_browsers_own_request_for_an_icon_finds_one(site, server, browser):
+    """Chromium asks for /favicon.ico on its own on a page that declares no icon (the redirect
+    page index.html, a page's source text), a moment after the page loads; the site answers
+    with an icon, and the console has no failed request of the browser's own."""
+    browser.execute_cdp_cmd("Network.clearBrowserCache", {})   # ask the server, not the cache
+    del SERVED[:]
+    _open(browser, f"{server}/_sources/book/intro.md")
+    WebDriverWait(browser, 30).until(lambda _: ("/favicon.ico", 200) in SERVED
+                                     or ("/favicon.ico", 404) in SERVED)
+    assert [status for path, status in SERVED if path == "/favicon.ico"] == [200]
+    assert _console(browser, server)[1] == []
+    assert (site / "favicon.ico").read_bytes()[:4] == b"\x00\x00\x01\x00", "not an icon file"
 
 
 def test_search_finds_a_chapter(server, browser):

@@ -237,30 +237,31 @@ def test_a_dask_workers_grader_that_died_while_idle_is_replaced(one_task, tmp_pa
         state.stop()
 
 
-@pytest.mark.skipif(
+NEEDS_BWRAP = pytest.mark.skipif(
     not Path("/usr/bin/bwrap").exists() and os.environ.get("CI") != "true",
     reason="bubblewrap is not installed (CI installs it; locally: apt-get install bubblewrap)")
-def test_a_sandbox_ends_when_the_graders_end_of_its_lifeline_closes(tmp_path):
-    """If the grader dies while bwrap is still setting a sandbox up, bwrap's own tie to its
-    parent is not in place yet: the sandbox's watcher (launcher.py) ends it instead, as soon as
-    the grader's end of the lifeline closes, with whatever the student started in it."""
+
+
+def _sandbox_ends(folder: Path, code: str, end) -> tuple[int | None, float, list[int]]:
+    """Start a sandboxed kernel in ``folder``, run ``code`` in it (it starts a process that
+    would run for 10 minutes), then ``end(manager, client)``: how the sandbox (bwrap) ended
+    within 30 s (None: it did not), after how many seconds, and what was left in the kernel's
+    control group 5 s later."""
     import asyncio
 
     from autograder.sandbox import SandboxedKernelManager
 
     async def run() -> tuple[int | None, float, list[int]]:
         kernel = SandboxedKernelManager(kernel_name="python3", memory_mb=512)
-        await kernel.start_kernel(cwd=str(tmp_path))
+        await kernel.start_kernel(cwd=str(folder))
         client = kernel.client()
         client.start_channels()
         try:
             await client.wait_for_ready(timeout=60)
-            reply = await client.execute_interactive(
-                "import subprocess\nsubprocess.Popen(['sleep', '600'])", timeout=60)
+            reply = await client.execute_interactive(code, timeout=60)
             assert reply["content"]["status"] == "ok"
             group, process = kernel._group, kernel.provisioner.process
-            os.close(kernel._lifeline[1])   # as the grader's death would
-            kernel._lifeline = None
+            end(kernel, client)
             start = time.monotonic()
             while process.poll() is None and time.monotonic() - start < 30:
                 await asyncio.sleep(0.05)
@@ -272,7 +273,44 @@ def test_a_sandbox_ends_when_the_graders_end_of_its_lifeline_closes(tmp_path):
             client.stop_channels()
             await kernel.shutdown_kernel(now=True)
 
-    status, seconds, left = asyncio.run(run())
+    return asyncio.run(run())
+
+
+@NEEDS_BWRAP
+def test_a_sandbox_ends_when_the_graders_end_of_its_lifeline_closes(tmp_path):
+    """If the grader dies while bwrap is still setting a sandbox up, bwrap's own tie to its
+    parent is not in place yet: the sandbox's watcher (launcher.py) ends it instead, as soon as
+    the grader's end of the lifeline closes, with whatever the student started in it."""
+
+    def close_lifeline(kernel, client) -> None:
+        os.close(kernel._lifeline[1])   # as the grader's death would
+        kernel._lifeline = None
+
+    status, seconds, left = _sandbox_ends(
+        tmp_path, "import subprocess\nsubprocess.Popen(['sleep', '600'])", close_lifeline)
     assert status is not None, "the sandbox outlived its lifeline by 30 s"
     assert seconds < 10, f"the sandbox took {seconds:.1f} s to end"
+    assert left == [], f"processes left in the kernel's control group: {left}"
+
+
+@NEEDS_BWRAP
+def test_a_sandbox_ends_with_its_kernel_and_the_kernel_has_no_child_of_ours(tmp_path):
+    """The lifeline's watcher is no child of the kernel: ipykernel's shutdown waits for the
+    kernel's children to go (2.6 s per kernel while the watcher was one). When the kernel
+    ends, its sandbox ends with it, with what the student started, while the grader still
+    holds the lifeline (bwrap's init waits for every process in the sandbox, the watcher
+    too)."""
+    code = ("import os, subprocess\n"
+            "ours = sorted(os.listdir('/proc/self/task'))\n"
+            "children = [open(f'/proc/self/task/{t}/children').read().split() for t in ours]\n"
+            "assert children == [[]] * len(ours), children\n"
+            "subprocess.Popen(['sleep', '600'])")
+
+    def kernel_exits(kernel, client) -> None:
+        assert kernel._lifeline is not None and kernel._lifeline[1] >= 0
+        client.execute("import os; os._exit(0)")
+
+    status, seconds, left = _sandbox_ends(tmp_path, code, kernel_exits)
+    assert status == 0, "the sandbox outlived its kernel by 30 s"
+    assert seconds < 5, f"the sandbox took {seconds:.1f} s to end after its kernel"
     assert left == [], f"processes left in the kernel's control group: {left}"

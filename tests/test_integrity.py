@@ -11,6 +11,7 @@ from test_autograde import CHAPTERS, CORPUS, _notebook_name, _solution_answers, 
 from test_autograde import _with_answers as with_answers
 
 from autograder.integrity import review, runtime_flags
+from autograder.report import UNSURE
 
 CHAPTER = "01_parameters"
 
@@ -34,6 +35,30 @@ def test_no_honest_or_corpus_submission_is_flagged(chapter):
                                                   in getattr(corpus, "DELEGATED", {}).items()})}
     for label, notebook in cohort.items():
         assert review(notebook, release, source) == [], label
+
+
+HONEST = [(chapter, name) for chapter in CHAPTERS
+          for name in getattr(CORPUS[chapter], "HONEST", {})]
+
+
+def test_the_honest_corpus_covers_the_idioms_that_were_flagged_and_more():
+    names = {name for _, name in HONEST}
+    assert len(HONEST) >= 20, len(HONEST)
+    assert {"gc.collect before a measurement", "autoreload", "setattr in __init__"} <= names
+
+
+@pytest.mark.parametrize("chapter, idiom", HONEST)
+def test_no_honest_idiom_is_flagged(chapter, idiom):
+    """Each idiom of the honest corpus (tests/corpus/), as a cell the student added after the
+    set-up cell of a solved notebook: not one flag, not even one that asks for a review."""
+    release, source = _pair(chapter)
+    notebook = with_answers(chapter, _solution_answers(chapter))
+    cells = notebook["cells"]
+    setup = next(i for i, cell in enumerate(cells) if cell["cell_type"] == "code")
+    cells.insert(setup + 1, {"cell_type": "code", "metadata": {}, "outputs": [],
+                             "execution_count": None,
+                             "source": CORPUS[chapter].HONEST[idiom].strip()})
+    assert [str(f) for f in review(notebook, release, source)] == []
 
 
 ANSWER = "def linear_params(i, o, bias=True):\n    return 1\n"
@@ -89,7 +114,8 @@ ATTACKS = {
         "line 2: getattr() on ipython-module with a computed attribute name",
     "import numpy\nf = getattr(numpy, 'all' + 'close')\n":
         "line 2: getattr() on the module numpy with a computed attribute name",
-    "x = object()\nsetattr(x, 'a' + 'b', 1)\n": "line 2: setattr() with a computed attribute name",
+    "x = object()\nsetattr(x, 'a' + 'b', 1)\n": "line 2: setattr() with a computed attribute name"
+                                                 + UNSURE,
     "print(In[-1])\n": "line 1: reads In, the notebook's input/output history (where the tests' "
                        "code would be)",
     "text = _ih[3]\n": "line 1: reads _ih, the notebook's input/output history (where the tests' "
@@ -117,6 +143,42 @@ ATTACKS = {
         "line 1: imports tinyprof.abtest._timed_rounds, a private name of tinyprof",
     "f = getattr(tp.abtest, '_timed_rounds')\n":
         "line 1: uses a private name of tinyprof (getattr(tp.abtest, '_timed_rounds'))",
+    # issue 33: ways into a module's namespace, and the hooks a profile-based switch uses
+    "import tinyprof.testing as mod\nns = mod.__dict__\nns['expect'] = print\n":
+        "line 3: writes through ns, an alias of a namespace",
+    "ns = vars(tp.testing)\nns.update(expect=print)\n":
+        "line 2: writes through ns, an alias of a namespace",
+    "import inspect\nns = inspect.getmodule(expect).__dict__\nns['expect'] = print\n":
+        "line 3: writes through ns, an alias of a namespace" + UNSURE,
+    "import inspect\nvars(inspect.getmodule(expect))['expect'] = print\n":
+        "line 2: writes to vars(inspect.getmodule(expect))" + UNSURE,
+    "import gc\nfound = gc.get_referrers(expect)\n":
+        "line 2: uses gc.get_referrers, which reaches every object of the kernel, the tests' "
+        "own included",
+    "from gc import get_objects\n":
+        "line 1: uses gc.get_objects, which reaches every object of the kernel, the tests' own "
+        "included",
+    "import gc as g\nf = getattr(g, 'get_objects')\n":
+        "line 2: uses gc.get_objects, which reaches every object of the kernel, the tests' own "
+        "included",
+    "import gc\ndef use(m):\n    return m.get_objects()\nuse(gc)\n":
+        "line 4: hands the gc module on (gc), out of the review's sight" + UNSURE,
+    "import threading\nthreading.setprofile(None)\n":
+        "line 2: uses threading.setprofile, which sets the hook of every new thread",
+    "import sys\nsys.monitoring.free_tool_id(2)\n": "line 2: uses sys.monitoring",
+    "class Fields:\n    def __init__(self, **kw):\n        for k, v in kw.items():\n"
+    "            setattr(self, k, v)\nFields.__init__(tp.testing, expect=print)\n":
+        "line 5: calls Fields.__init__ on an object other than self (it can set the attributes "
+        "of a module)" + UNSURE,
+    "class Sly:\n    def __init__(self, k, v):\n        self = tp.testing\n"
+    "        setattr(self, k, v)\n":
+        "line 4: setattr() on tinyprof, which the tests rely on",
+    "class Sly:\n    def method(self, k, v):\n        setattr(self, k, v)\n":
+        "line 3: setattr() with a computed attribute name" + UNSURE,
+    "class Sly:\n    def __init__(self, k, v):\n        (lambda self: setattr(self, k, v))(tp)\n":
+        "line 3: setattr() with a computed attribute name" + UNSURE,
+    "class Sly:\n    def __post_init__(self):\n        object.__setattr__(tp.testing, 'x', 1)\n":
+        "line 3: uses .__setattr__, which reaches into code or frames",
 }
 
 
@@ -185,3 +247,25 @@ def test_review_sentences_of_the_grader_are_flags_and_a_judged_cell_is_not_rerea
                       "traceback": []}]}]}
     assert runtime_flags(graded) == [
         "cell test_a: the kernel broke the grader's protocol: no answer"]
+
+
+def test_the_summary_lists_certain_and_review_flags_apart(tmp_path):
+    """A flag whose rule honest code can also trip says so, and the summary lists it under a
+    heading of its own, after the flags that only tampering raises."""
+    from autograder.report import GradeRow, certainty, summary
+
+    release, source = _pair(CHAPTER)
+    code = {"ada": "import sys\nsys.modules.pop('tinyprof.testing')\n",
+            "bob": "x = object()\nsetattr(x, 'a' + 'b', 1)\n"}
+    rows = [GradeRow(student, CHAPTER, flags=[str(f) for f in review(
+        with_answers(CHAPTER, {"linear_params": attack + ANSWER}), release, source)])
+        for student, attack in code.items()]
+    assert [[certainty(flag) for flag in row.flags] for row in rows] == [["certain"], ["review"]]
+    lines = summary(rows, [], tmp_path).splitlines()
+    start = lines.index("2 flagged for review:")
+    assert lines[start + 1:start + 5] == [
+        " certain (only tampering does this):",
+        f"  ! ada/{CHAPTER}: cell linear_params, line 2: uses sys.modules",
+        " review (honest code can do this too):",
+        f"  ? bob/{CHAPTER}: cell linear_params, line 2: setattr() with a computed attribute "
+        "name" + UNSURE]

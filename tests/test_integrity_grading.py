@@ -4,13 +4,10 @@ summary; the honest solution is neither penalised nor flagged."""
 
 from __future__ import annotations
 
-import csv
 import html
-import subprocess
-import sys
 
 import pytest
-from chapters import REPO
+from chapters import grade_cli
 
 from autograder import samples
 
@@ -104,13 +101,8 @@ def graded(tmp_path_factory):
         folder.mkdir(parents=True)
         (folder / samples.NOTEBOOK).write_bytes(samples.notebook(answers))
     out = tmp_path_factory.mktemp("graded")
-    run = subprocess.run([sys.executable, "-m", "autograder", "grade", str(submissions),
-                          "--out", str(out), "--jobs", "2", "--timeout", "30"],
-                         cwd=REPO, capture_output=True, text=True, timeout=900)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    with open(out / "grades.csv", newline="", encoding="utf-8") as handle:
-        rows = {row["student"]: row for row in csv.DictReader(handle)}
-    return out, rows, run.stdout
+    rows, printed = grade_cli(submissions, out)
+    return out, {row["student"]: row for row in rows}, printed
 
 
 @pytest.mark.parametrize("student", sorted(COHORT))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from jupyter_client.manager import start_new_kernel
 
-from autograder.judge import DEFAULT_PRELUDE, Judge, KernelError, _parse
+from autograder.judge import DEFAULT_PRELUDE, OWN_CLASS, Judge, KernelError, _parse
 
 PRELUDE = DEFAULT_PRELUDE + "\nfrom tinyprof.testing import reference_unavailable"
 
@@ -90,6 +90,23 @@ def test_the_students_exception_arrives_as_its_class_with_the_graders_words(kern
     assert "SECRET" not in verdict.message and "678" not in verdict.message
 
 
+def test_an_exception_of_the_students_own_class_is_not_named(kernel):
+    """The name of a class the notebook defines is the kernel's choice (a channel of 80
+    characters per failed test): feedback says "your own class"; the names of Python's and
+    tinyprof's exceptions, a fixed list, are still shown."""
+    kernel.run("class Leak_12345_abcde(ValueError):\n    pass\n"
+               "class Plain_67890(Exception):\n    pass\n"
+               "def own(*a):\n    raise Leak_12345_abcde('x')\n"
+               "def plain(*a):\n    raise Plain_67890('x')\n"
+               "def shape(*a):\n    raise tp.nn.ShapeError('x')\n")
+    own = judge(kernel, "own(1)")
+    assert (own.ename, own.message) == ("ValueError", "own raised " + OWN_CLASS)
+    plain = judge(kernel, "plain(1)")
+    assert (plain.ename, plain.message) == ("Exception", "plain raised " + OWN_CLASS)
+    named = judge(kernel, "shape(1)")
+    assert (named.ename, named.message) == ("ValueError", "shape raised ShapeError")
+
+
 def test_arrays_come_back_as_arrays_and_arguments_get_the_calls_changes(kernel):
     kernel.run("def double(a):\n    a *= 2\n    return a.sum()\n"
                "def grow(items):\n    items.append(3)\n    return len(items)\n")
@@ -109,6 +126,17 @@ def test_tinyprof_is_switched_off_in_the_kernel_inside_the_block_only(kernel):
     assert judge(kernel, "expect(delegate(2, 3), 9, 'after the block')").passed
     private = judge(kernel, "with reference_unavailable():\n    f = private()\n    f()")
     assert private.ename == "ReferenceUnavailable", private.message
+
+
+def test_a_reference_taken_before_the_switch_opens_is_refused_in_the_kernel(kernel):
+    kernel.run("def early(data, q, percentile=np.percentile):\n    return percentile(data, q)\n"
+               "import numpy.lib._function_base_impl as impl\n"
+               "def elsewhere(data, q):\n    return impl.percentile(data, q)\n")
+    for name in ("early", "elsewhere"):
+        verdict = judge(kernel, f"with reference_unavailable('numpy.percentile'):\n"
+                                f"    {name}([3, 1, 2], 50)")
+        assert verdict.ename == "ReferenceUnavailable", (name, verdict.message)
+        assert judge(kernel, f"expect({name}([3, 1, 2], 50), 2.0, 'after the block')").passed
 
 
 def test_a_kernel_that_stops_answering_fails_the_test_and_is_reported(kernel):

@@ -119,6 +119,34 @@ def test_extras_switch_off_foreign_callables_and_data():
     assert isinstance(tp.memory.training.STATE_SLOTS, dict)
 
 
+def test_a_switched_off_function_is_refused_however_it_was_reached():
+    """Issue 33: references taken before the block opened (a default argument, a container), the
+    same numpy function held by another of numpy's modules, and a copy of a tinyprof function
+    made by reflection all reach the switch; after the block each works again."""
+    import numpy.lib._function_base_impl as numpy_impl
+
+    layer = nn.Linear(4, 3)
+    copy = types.FunctionType(tp.count_parameters.__code__, tp.count_parameters.__globals__,
+                              "copy", tp.count_parameters.__defaults__)
+    held = [np.percentile]
+
+    def with_default(data, q, percentile=np.percentile):
+        return percentile(data, q)
+
+    calls = {"tinyprof.count_parameters": lambda: copy(layer),
+             "numpy.percentile": [lambda: with_default([3, 1, 2], 50),
+                                  lambda: held[0]([3, 1, 2], 50),
+                                  lambda: numpy_impl.percentile([3, 1, 2], 50)]}
+    with reference_unavailable("numpy.percentile"):
+        assert _refused(calls["tinyprof.count_parameters"]).startswith(
+            "tinyprof.count_parameters is switched off")
+        for attempt in calls["numpy.percentile"]:
+            assert _refused(attempt).startswith("numpy.percentile is switched off")
+        assert np.median([3, 1, 2]) == 2.0   # what is not switched off still works
+    assert copy(layer) == 15
+    assert [attempt() for attempt in calls["numpy.percentile"]] == [2.0, 2.0, 2.0]
+
+
 def test_rebound_helpers_are_put_back_and_announced(capsys):
     namespace = {"__name__": "__main__", "reference_unavailable": reference_unavailable}
     exec("expect = lambda *a, **k: None\n"  # noqa: S102

@@ -353,6 +353,7 @@ class _Switch:
         self.undo: list[Callable[[], None]] = []
         self.handled: set[int] = set()       # ids of everything switched off
         self.stand_ins: dict[int, Any] = {}  # id of an original replaced by attribute → stand-in
+        self.codes: dict[int, _Gate] = {}    # id of a switched-off code object → its gate
 
     def __enter__(self) -> None:
         namespace = self.namespace if self.namespace is not None else sys._getframe(1).f_globals
@@ -364,8 +365,10 @@ class _Switch:
                 found = _resolve(dotted)
                 if found is not None and id(_raw(*found)) not in self.handled:
                     original = _raw(*found)
+                    self._extra_code(dotted, original)
                     self._replace(*found, _extra_stand_in(dotted, original))
             self._aliases(namespace)
+            self._copies()
         except BaseException:
             self.__exit__()
             raise
@@ -376,6 +379,7 @@ class _Switch:
         self.undo.clear()
         self.handled.clear()
         self.stand_ins.clear()
+        self.codes.clear()
 
     def _switch_off(self, route: Route) -> None:
         target = route.target
@@ -392,6 +396,31 @@ class _Switch:
         for owner, attr in route.places:
             self._replace(owner, attr, stand_in)
 
+    def _extra_code(self, dotted: str, original: Any) -> None:
+        """A named extra that is a Python function, or a numpy function whose implementation is
+        one: its code is switched off too, so that a reference taken before the block, or the
+        same function held by another module (``numpy.lib._function_base_impl.percentile``),
+        reaches the gate (which serves the function's own module)."""
+        function = getattr(original, "_implementation", original)
+        if isinstance(function, types.FunctionType) and not function.__closure__ and \
+                id(function) not in self.handled:
+            self._swap_code(function, _Gate(dotted, "function", function,
+                                            function.__code__.co_filename))
+
+    def _copies(self) -> None:
+        """Functions that share a switched-off code object but are other function objects
+        (copies made by reflection, ``types.FunctionType(f.__code__, ...)``) are switched off
+        as well: one walk over the objects the garbage collector tracks."""
+        import gc
+
+        function, codes = types.FunctionType, self.codes
+        found = [obj for obj in gc.get_objects()
+                 if type(obj) is function and id(obj.__code__) in codes]
+        for obj in found:
+            gate = codes[id(obj.__code__)]
+            if id(obj) not in self.handled and not obj.__closure__:
+                self._swap_code(obj, _Gate(gate.name, gate.kind, obj, gate.home))
+
     def _swap_code(self, function: types.FunctionType, gate: _Gate) -> None:
         """Every reference to ``function`` now reaches the gate; the original runs on a copy."""
         code, defaults = function.__code__, function.__defaults__
@@ -399,12 +428,14 @@ class _Switch:
         copy = types.FunctionType(code, function.__globals__, function.__name__, defaults)
         copy.__kwdefaults__ = kwdefaults
         gate.original = copy
+        self.handled.add(id(copy))   # the gate's own copy serves tinyprof: never a route
         names = {"co_name": code.co_name}
         if hasattr(code, "co_qualname"):
             names["co_qualname"] = code.co_qualname
         function.__code__ = _template.__code__.replace(**names)
         function.__defaults__, function.__kwdefaults__ = None, {"__gate__": gate}
         self.handled.add(id(function))
+        self.codes[id(code)] = gate
 
         def undo() -> None:
             function.__code__ = code
@@ -449,7 +480,10 @@ def _extra_stand_in(dotted: str, original: Any) -> Any:
 def reference_unavailable(*extra: str, namespace: dict | None = None) -> Any:
     """Within the block, every route of :func:`routes` (and any ``extra`` dotted names, such as
     ``"numpy.percentile"`` or a data table like ``"tinyprof.memory.training.STATE_SLOTS"``)
-    raises ReferenceUnavailable when the notebook uses it; all are restored after.
+    raises ReferenceUnavailable when the notebook uses it; all are restored after. The switch
+    changes code, not only names: a function's code is swapped for a gate, so references taken
+    before the block (default arguments, containers), numpy's extras reached through another
+    numpy module, and copies made by reflection reach the gate too.
 
     On entry, test helpers the notebook rebound are put back, and TamperingDetected is raised
     when notebook code was planted in tinyprof, builtins, sys.modules or IPython's hooks.

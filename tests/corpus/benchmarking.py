@@ -67,3 +67,32 @@ def check_against_baseline(current_median_s, machine, baseline, tolerance=0.05):
     return "regressed" if change > tolerance else "ok"
 ''', "The baseline was measured on another machine"),
 }
+
+#: Honest idioms (see parameters.py).
+HONEST = {
+    "IPython.display": """
+from IPython.display import Markdown, display
+
+display(Markdown("**fp16** is *slower* here"))
+""",
+    "collections": """
+from collections import Counter, defaultdict, namedtuple
+
+Result = namedtuple("Result", "name median_ms")
+by_verdict = defaultdict(list)
+by_verdict["faster"].append(Result("fused", 1.2))
+print(Counter(["faster", "slower", "faster"]).most_common(1), dict(by_verdict))
+""",
+    "vars of an argparse-like object": """
+import types
+
+options = types.SimpleNamespace(rounds=20, warmup=3)
+print(vars(options), sorted(vars(options).items()))
+""",
+    "environment variables": """
+import os
+
+os.environ["OMP_NUM_THREADS"] = "1"
+print(os.environ.get("OMP_NUM_THREADS"), os.path.join("results", "ab.json"))
+""",
+}

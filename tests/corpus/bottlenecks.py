@@ -66,3 +66,45 @@ def step_speedup(seconds_by_part, improved, factor):
     return 1 / (p + (1 - p) / factor)
 ''', "The fractions are swapped"),
 }
+
+#: Honest idioms (see parameters.py).
+HONEST = {
+    "dataclasses": """
+import dataclasses
+from dataclasses import dataclass, field
+
+@dataclass
+class Layer:
+    name: str
+    flops: float
+    bytes_moved: float
+    notes: list = field(default_factory=list)
+
+    @property
+    def intensity(self):
+        return self.flops / self.bytes_moved
+
+row = Layer("fc1", 2e9, 4e7)
+print(dataclasses.asdict(row), dataclasses.replace(row, name="fc2").intensity)
+""",
+    "frozen dataclass post-init": """
+from dataclasses import dataclass
+
+@dataclass(frozen=True)
+class Roof:
+    peak_flops: float
+    bandwidth: float
+    ridge: float = 0.0
+
+    def __post_init__(self):
+        object.__setattr__(self, "ridge", self.peak_flops / self.bandwidth)
+
+print(Roof(1e11, 1e10).ridge)
+""",
+    "matplotlib settings": """
+%matplotlib inline
+import matplotlib.pyplot as plt
+
+plt.rcParams["figure.figsize"] = (8, 4)
+""",
+}

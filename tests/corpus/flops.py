@@ -59,3 +59,33 @@ def seconds_at_peak(macs, peak_tflops):
     return macs / (peak_tflops * 1e12)
 ''', "That treats each MAC as one FLOP"),
 }
+
+#: Honest idioms (see parameters.py).
+HONEST = {
+    "functools": """
+import functools
+import operator
+
+@functools.lru_cache(maxsize=None)
+def matmul_flops(m, k, n):
+    return 2 * m * k * n
+
+numel = functools.partial(functools.reduce, operator.mul)
+print(matmul_flops(64, 128, 256), numel((2, 3, 4), 1))
+""",
+    "itertools": """
+import itertools
+
+sizes = list(itertools.product([1, 8, 64], [128, 512]))
+running = list(itertools.accumulate([10, 20, 30]))
+pairs = list(zip(sizes, itertools.count()))
+print(sizes[:2], running, pairs[0])
+""",
+    "operator": """
+from operator import attrgetter, itemgetter
+
+rows = [("attention", 40), ("mlp", 60)]
+print(sorted(rows, key=itemgetter(1), reverse=True))
+print(attrgetter("real", "imag")(3 + 4j))
+""",
+}

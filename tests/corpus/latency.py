@@ -50,3 +50,28 @@ def bootstrap_ci(samples, resamples=2000, confidence=0.95, seed=0):
     return tuple(np.percentile(means, [tail, 100 - tail]))
 ''', "You bootstrapped the mean, not the median"),
 }
+
+#: Honest idioms (see parameters.py).
+HONEST = {
+    "perf_counter and statistics": """
+import statistics
+import time
+
+samples = []
+for _ in range(5):
+    start = time.perf_counter()
+    sum(range(10_000))
+    samples.append(time.perf_counter() - start)
+print(statistics.median(samples))
+""",
+    "timeit magics": "%timeit -n 3 -r 2 sum(range(1000))\n",
+    "time cell magic": "%%time\ntotal = sum(range(100_000))\n",
+    "inspect.signature": """
+import inspect
+
+def median_of(fn, *args, warmup=3):
+    return fn(*args)
+
+print(list(inspect.signature(median_of).parameters))
+""",
+}

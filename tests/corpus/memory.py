@@ -56,3 +56,52 @@ def training_memory_bytes(n_params, activation_bytes, optimizer="adam", dtype="f
     return 2 * n_params * np.dtype(dtype).itemsize + activation_bytes
 ''', "Did you forget the optimizer state?"),
 }
+
+#: Honest idioms (see parameters.py).
+HONEST = {
+    "gc.collect before a measurement": """
+import gc
+
+gc.collect()
+print(gc.isenabled(), gc.get_count())
+""",
+    "gc off around a timing": """
+import gc as garbage
+
+garbage.disable()
+try:
+    total = sum(range(1000))
+finally:
+    garbage.enable()
+""",
+    "tracemalloc": """
+import tracemalloc
+
+was_tracing = tracemalloc.is_tracing()
+if not was_tracing:
+    tracemalloc.start()
+snapshot = tracemalloc.take_snapshot()
+if not was_tracing:
+    tracemalloc.stop()
+""",
+    "copy and weakref": """
+import copy
+import weakref
+
+import numpy as np
+
+class Cache:
+    pass
+
+weights = {"w": np.ones((4, 4), dtype=np.float32)}
+backup = copy.deepcopy(weights)
+cache = Cache()
+watched = weakref.ref(cache)
+print(backup["w"].nbytes, watched() is cache)
+""",
+    "sys.getsizeof": """
+import sys
+
+print(sys.getsizeof([1, 2, 3]), sys.version_info >= (3, 10))
+""",
+}

@@ -63,3 +63,37 @@ def count_model_parameters(model):
     return tp.Profiler().count_parameters(model)
 ''', "building a tinyprof.Profiler is switched off while your function is checked"),
 }
+
+#: Honest idioms a student may write in this chapter, each as a cell of its own: none may be
+#: flagged by the static review (autograder/integrity.py).
+HONEST = {
+    "autoreload": "%load_ext autoreload\n%autoreload 2\n",
+    "setattr in __init__": """
+class Config:
+    def __init__(self, /, **fields):
+        for name, value in fields.items():
+            setattr(self, name, value)
+
+    def __repr__(self):
+        return f"Config({vars(self)})"
+
+small = Config(d_model=768, n_layers=12, vocab=50257)
+print(small, getattr(small, "d_model"))
+""",
+    "getattr with a default": """
+def weight_count(layer):
+    total = 0
+    for name in ("weight", "bias"):
+        part = getattr(layer, name, None)
+        if part is not None and hasattr(part, "data"):
+            total += part.data.size
+    return total
+""",
+    "dict update in __init__": """
+class Row:
+    def __init__(self, **columns):
+        self.__dict__.update(columns)
+
+print(Row(name="Linear", params=8256).__dict__)
+""",
+}

@@ -95,3 +95,31 @@ def conv2d_flops(x_shape, out_channels, kernel_size, stride=1, padding=0, dilati
     return row.matmul, row.grad_input, row.grad_weight
 ''', "is switched off while your function is checked"),
 }
+
+#: Honest idioms (see parameters.py).
+HONEST = {
+    "class name and module walk": """
+def describe(module):
+    return f"{type(module).__name__} with {len(list(module.parameters()))} parameter tensors"
+""",
+    "warnings": """
+import warnings
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", UserWarning)
+    value = 1 + 1
+""",
+    "contextlib": """
+import contextlib
+import time
+
+@contextlib.contextmanager
+def timed(label):
+    start = time.perf_counter()
+    yield
+    print(label, time.perf_counter() - start)
+
+with timed("step"):
+    sum(range(1000))
+""",
+}
