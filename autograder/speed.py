@@ -13,15 +13,13 @@ patched clock, a slowed-down baseline, work done while the other side is timed).
   wire, and a student's kernel that makes them wrongly gets wrong outputs); a remembered
   output is a wrong output.
 - **CPU time, read from outside.** Each round times a block of ``calls`` calls on each side, in
-  a random order; a side's time is the CPU time its kernel's control group used over the whole
-  round, read by the grader (all the kernel's processes and threads, whatever they do
-  meanwhile: work done in the background while the other side runs is charged to its kernel),
-  less the CPU time the clean kernel spends making a round's inputs and handing back samples
-  of its outputs (the median over the rounds: the same requests cost each kernel about the
-  same, and the student's kernel cannot change a figure measured on the clean one; work it
-  does meanwhile is its own).
-  Without control groups it is each kernel's process tree, read from ``/proc``; the printed
-  method says which.
+  a random order, by the CPU time of each kernel's control group, read by the grader (all the
+  kernel's processes and threads). A side is charged its block, plus whatever the rest of the
+  round (making the inputs, handing back samples of the outputs, waiting while the other side
+  runs) cost its kernel beyond what the same requests cost the clean kernel: work done in the
+  background, or before or after the block, is charged to its kernel, while the requests'
+  own cost, the same on both sides, is not. Without control groups it is each kernel's process
+  tree, read from ``/proc``; the printed method says which.
 - **Every output checked.** After each block, the grader draws positions and reads every output
   array back at those positions (``tinyprof.remote``'s ``pick``): a side that skipped work
   cannot know in advance which elements are read. The candidate's outputs must match the
@@ -190,45 +188,40 @@ class SpeedBench:
         sides = {"candidate": (judge, candidate), "baseline": (clean, baseline)}
         for made in range(2):   # a warm-up call each, then a call each to choose ``calls``
             times = self._round(sides, make_inputs, [next(seeds)], rng, made, rtol, atol)
-        calls = choose_calls(*(times[side] - times["handling"]
-                               for side in ("candidate", "baseline")), rounds)
+        calls = choose_calls(*(_charged(times, side) for side in ("candidate", "baseline")),
+                             rounds)
         made, spent = 2, []
         for _ in range(rounds):
             spent.append(self._round(sides, make_inputs, [next(seeds) for _ in range(calls)],
                                      rng, made, rtol, atol))
             made += calls
-        handling = float(np.median([times["handling"] for times in spent]))
-        per_call = {side: tuple(max(times[side] - handling, MIN_SECONDS) / calls
-                                for times in spent) for side in ("candidate", "baseline")}
+        per_call = {side: tuple(_charged(times, side) / calls for times in spent)
+                    for side in ("candidate", "baseline")}
         method = CONTROL_GROUPS if self.control_groups() else PROCESS_TREES
         return Speedup(qualified_name(baseline), per_call["baseline"], per_call["candidate"],
                        calls, method)
 
     def _round(self, sides: dict, make_inputs: Callable, seeds: list[int],
                rng: np.random.Generator, made: int, rtol: float, atol: float
-               ) -> dict[str, float]:
+               ) -> dict[str, dict[str, float]]:
         """One round: each side makes the inputs of ``seeds`` in its kernel, then runs its
-        block of calls on them, the sides in a random order. The CPU seconds each kernel used
-        over the whole round, and ``handling``: what making the inputs and reading the outputs
-        back cost the clean kernel. Outputs checked."""
-        clean = self.reference.cpu_seconds
-        clocks = {"candidate": self.student_cpu, "baseline": clean}
+        block of calls on them, the sides in a random order; then both hand back samples of
+        their outputs, which are checked. Each kernel's CPU seconds in the block (``block``)
+        and in the rest of the round (``rest``: making inputs, sampling outputs, and whatever
+        else the kernel did meanwhile)."""
+        clocks = {"candidate": self.student_cpu, "baseline": self.reference.cpu_seconds}
         start = {side: clock() for side, clock in clocks.items()}
-        handling = 0.0
-        outputs = {}
+        block, outputs = {}, {}
         for side in rng.permutation(["candidate", "baseline"]):
             asker, target = sides[side]
-            before = clean()
             kept = asker.make(make_inputs, seeds)
-            handling += clean() - before if side == "baseline" else 0.0
+            before = clocks[side]()
             outputs[side] = asker.time_calls(target, kept)
+            block[side] = clocks[side]() - before
         fractions = rng.random(PICKS).tolist()   # drawn once both blocks have run
-        picked = {}
-        for side in outputs:
-            before = clean()
-            picked[side] = _positions(sides[side][0].pick(outputs[side], fractions), fractions)
-            handling += clean() - before if side == "baseline" else 0.0
-        spent = {side: clock() - start[side] for side, clock in clocks.items()}
+        picked = {side: _positions(sides[side][0].pick(outputs[side], fractions), fractions)
+                  for side in outputs}
+        whole = {side: clock() - start[side] for side, clock in clocks.items()}
         for i, (got, want) in enumerate(zip(picked["candidate"], picked["baseline"])):
             found = first_difference(got, want, rtol, atol)
             if found:
@@ -237,7 +230,15 @@ class SpeedBench:
         if len(picked["candidate"]) != len(seeds):
             raise AssertionError(f"the candidate returned {len(picked['candidate'])} outputs "
                                  f"for {len(seeds)} calls")
-        return {**spent, "handling": handling}
+        return {side: {"block": block[side], "rest": whole[side] - block[side]}
+                for side in clocks}
+
+
+def _charged(times: dict[str, dict[str, float]], side: str) -> float:
+    """A side's CPU seconds for a round: its block, plus whatever the rest of the round cost
+    its kernel beyond what the same requests cost the clean kernel."""
+    extra = max(0.0, times[side]["rest"] - times["baseline"]["rest"])
+    return max(times[side]["block"] + extra, MIN_SECONDS)
 
 
 def _positions(value: Any, fractions: list[float]) -> Any:
