@@ -149,14 +149,32 @@ class GraderExecute(Execute):
         self._managers: list[SandboxedKernelManager] = []
         try:
             while True:
+                self._speed = self._speed_bench()
                 try:
                     return super().preprocess(nb, resources, km)
                 except (KernelLost, SlowCell) as event:
                     self._recover(event)
                     nb.cells = copy.deepcopy(pristine)
+                finally:
+                    self._speed.reference.close()
         finally:  # a kernel lost mid-cell may never have run its own clean-up
             for manager in self._managers:
                 manager.remove_sockets()
+
+    def _speed_bench(self):
+        """Speed tests' measurements for one run of the notebook (speed.py): the baseline's
+        clean kernel is sandboxed, limited and started as the student's is."""
+        from .speed import ReferenceKernel, SpeedBench
+
+        def clean_manager() -> SandboxedKernelManager:
+            manager = SandboxedKernelManager(kernel_name=self.kernel_name or "python3",
+                                             config=self.config, memory_mb=self.memory_mb,
+                                             isolate=self.isolate)
+            self._managers.append(manager)
+            return manager
+
+        return SpeedBench(lambda: self.km.cpu_seconds(), ReferenceKernel(clean_manager),
+                          lambda: self.km._group is not None)
 
     def _recover(self, event: KernelLost | SlowCell) -> None:
         """Decide how the next run goes after ``event``: longer limits, or without the cell."""
@@ -303,8 +321,9 @@ class GraderExecute(Execute):
         from .judge import Judge
 
         self._test = {"index": index, "cpu": 0.0, "cpu_budget": self.cpu_limit * self._scale,
-                      "deadline": time.monotonic() + self.timeout * self._scale}
-        verdict = Judge(self._ask_kernel, fatal=(KernelLost, SlowCell)).run(
+                      "deadline": time.monotonic() + self.timeout * self._scale,
+                      "clean_wall": self._speed.reference.wall_spent}
+        verdict = Judge(self._ask_kernel, fatal=(KernelLost, SlowCell), speed=self._speed).run(
             source(cell), self._prelude(), label=cell.metadata.nbgrader.grade_id)
         cell.outputs = verdict_outputs(verdict)
         self._record(cell, cpu_s=round(self._test["cpu"], 3), verdict=verdict.record(),
@@ -337,7 +356,9 @@ class GraderExecute(Execute):
 
         test, index = self._test, self._test["index"]
         left_cpu = CLEANUP_S if cleanup else test["cpu_budget"] - test["cpu"]
-        left_wall = CLEANUP_S * 2 if cleanup else test["deadline"] - time.monotonic()
+        # the time the grader waited for a speed test's clean kernel is not the student's
+        waited = self._speed.reference.wall_spent - test["clean_wall"]
+        left_wall = CLEANUP_S * 2 if cleanup else test["deadline"] + waited - time.monotonic()
         if left_cpu <= 0 or left_wall <= 0:
             raise TestTimedOut(self._test_limit_message(left_cpu <= 0))
         cell = self.nb.cells[index]

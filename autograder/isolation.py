@@ -302,6 +302,7 @@ def in_use(sandbox: bool = True) -> str:
     parts = [check() if sandbox else NO_SANDBOX, resources.describe()]
     if sandbox and seccomp_available():
         parts.append("seccomp: no user namespaces")
+    parts.append(resources.speed_timing())
     return "; ".join(parts)
 
 

@@ -147,8 +147,8 @@ class Judge:
     ``cleanup`` requests are sent even when the test's time is up."""
 
     def __init__(self, send: Callable[[str, bool], str | None],
-                 fatal: tuple[type[BaseException], ...] = ()):
-        self.send, self.fatal = send, fatal
+                 fatal: tuple[type[BaseException], ...] = (), speed: Any = None):
+        self.send, self.fatal, self.speed = send, fatal, speed
         self.broken = False   # a fatal error ended the conversation: send nothing more
         self._routes: dict[str, str] | None = None
         self._extras: set[str] = set()
@@ -205,6 +205,35 @@ class Judge:
             original = args[int(key)] if key.isdigit() else kwargs.get(key)
             _restore(original, self._decode(state))
         return self._decode(answer.get("value"), label)
+
+    def keep(self, value: Any) -> Kernel:
+        """Send ``value`` to the kernel to be kept there; its handle."""
+        return self._handle(self._ask(("keep", value), "the inputs"), "the inputs")
+
+    def time_calls(self, target: Any, calls: Kernel) -> Kernel:
+        """``target(*args)`` for each ``args`` of ``calls`` (a :meth:`keep` handle on a list)
+        in the kernel, one block; the outputs stay there (a handle for :meth:`pick`)."""
+        label = getattr(target, "_label", None) or getattr(target, "__name__", "the function")
+        return self._handle(self._ask(("time", target, calls._ref[1]), label), label)
+
+    @staticmethod
+    def _handle(answer: Any, label: str) -> Kernel:
+        if type(answer) is not Kernel or answer._ref[0] != "object":
+            raise KernelError(f"the kernel's answer to {label} is not a handle")
+        return answer
+
+    def pick(self, outputs: Kernel, fractions: list[float]) -> Any:
+        """The outputs of a :meth:`time_calls` block, each array read at the positions
+        ``floor(u · size)``, u in ``fractions`` (``("sampled", shape, values)``)."""
+        return self._ask(("pick", outputs._ref[1], list(fractions)), "the outputs")
+
+    def measure_speed(self, candidate: Any, baseline: Callable, make_inputs: Callable,
+                      **settings: Any) -> Any:
+        """``expect_faster``'s measurement, made by the grader (autograder/speed.py)."""
+        if self.speed is None:
+            raise RuntimeError("this grader runs no clean kernel, so it cannot time a speed "
+                               "test: grade with python -m autograder grade")
+        return self.speed.measure(self, candidate, baseline, make_inputs, **settings)
 
     def _route(self, claimed: Any) -> tuple[str, str] | None:
         """The route a ReferenceUnavailable named, if it is one the switch really turns off

@@ -79,6 +79,13 @@ def describe() -> str:
             "kernel's children can exceed --memory and slow its neighbours")
 
 
+def speed_timing() -> str:
+    """A line for the summary: how speed tests are timed (speed.py)."""
+    if backend() is not None:
+        return "speed tests timed by the CPU time of each kernel's control group"
+    return "speed tests timed by the CPU time of each kernel's process tree (no control groups)"
+
+
 def _cgroup_mounts() -> list[tuple[str, Path, set[str]]]:
     """(file system type, mount point, options) of every cgroup mount."""
     found = []

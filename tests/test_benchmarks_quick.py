@@ -36,6 +36,9 @@ PRINTS = {
                             r"saved with rounds=5 +exit 2", r"samples edited to 3x faster +exit 2"],
     "bench_roofline.py": [rf"median compute roof / best numpy matmul: +{NUMBER}",
                           rf"median memory roof / STREAM on 256 MiB arrays: {NUMBER}"],
+    "bench_speed_grading.py": [rf"by the grader \(CPU time, outside the kernel\) vs {NUMBER}× "
+                               rf"by tp\.ab_test in the kernel: {NUMBER}%",
+                               rf"grading chapter 08's solution: {NUMBER} s a notebook"],
     "bench_stream_sizes.py": [rf"64 MiB( +{NUMBER}){{7}}"],
     "bench_torch_profiler.py": [rf"tinyprof +{NUMBER}% +{NUMBER}%",
                                 rf"torch\.profiler +{NUMBER}% +{NUMBER}%"],

@@ -16,7 +16,16 @@ A request (a tuple) is one of
   names of arguments (lists, dicts, arrays) whose state after the call the grader wants back,
   so a test can check that the caller's data was left alone;
 - ``("switch", extra)`` / ``("unswitch",)``: enter / leave ``reference_unavailable(*extra)``
-  around the calls in between, exactly as the test's ``with`` block does in a notebook.
+  around the calls in between, exactly as the test's ``with`` block does in a notebook;
+- ``("keep", value)``: keep ``value`` here (the answer is its handle);
+- ``("time", target, n)``: ``target(*args)`` for each ``args`` of the list kept as object n,
+  one after the other, the outputs kept here (the answer is their handle) and the inputs let
+  go: the block of calls whose CPU time the grader reads from outside
+  (``tinyprof.testing.expect_faster``);
+- ``("pick", n, fractions)``: the outputs of object n (a ``time`` answer), with each array
+  replaced by its elements at the flat positions ``floor(u · size)`` for each u of
+  ``fractions``, drawn by the grader after the block ran: ``("sampled", shape, values)``, so
+  that checking an output costs little; the outputs are then let go.
 
 Targets inside a request are pickled as persistent ids: ``("global", name)`` is the notebook's
 global ``name``; ``("object", n)`` is an object an earlier answer handed over by number. So the
@@ -96,6 +105,16 @@ def _carry_out(request: tuple, namespace: dict) -> dict:
         copied = {str(key): encode(args[key] if isinstance(key, int) else kwargs[key])
                   for key in copy_back}
         return {"value": encode(value), "copied": copied}
+    if kind == "keep":
+        return {"value": encode(request[1], depth=MAX_DEPTH)}
+    if kind == "time":
+        _, target, number = request
+        calls, _objects[number] = _objects[number], None
+        return {"value": encode([target(*args) for args in calls], depth=MAX_DEPTH)}
+    if kind == "pick":
+        _, number, fractions = request
+        outputs, _objects[number] = _objects[number], None
+        return {"value": encode(_sampled(outputs, fractions))}
     if kind == "switch":
         from tinyprof.testing import reference_unavailable
 
@@ -109,6 +128,26 @@ def _carry_out(request: tuple, namespace: dict) -> dict:
         _close_switches()
         return {"value": None}
     raise ValueError(f"unknown request {kind!r}")
+
+
+def _sampled(value: Any, fractions: list, depth: int = 0) -> Any:
+    """``value`` with each numeric numpy array replaced by ``("sampled", shape, elements at
+    floor(u · size) for u in fractions)`` (float64); containers item by item."""
+    import sys
+
+    numpy = sys.modules.get("numpy")
+    if depth > MAX_DEPTH:
+        return value
+    if isinstance(value, (list, tuple)):
+        items = [_sampled(item, fractions, depth + 1) for item in value]
+        return items if isinstance(value, list) else tuple(items)
+    if isinstance(value, dict):
+        return {key: _sampled(item, fractions, depth + 1) for key, item in value.items()}
+    if numpy is not None and isinstance(value, numpy.ndarray) and value.dtype.kind in "biuf":
+        flat = value.reshape(-1)
+        positions = [int(u * flat.size) for u in fractions] if flat.size else []
+        return ("sampled", tuple(value.shape), numpy.asarray(flat[positions], numpy.float64))
+    return value
 
 
 def _close_switches() -> None:

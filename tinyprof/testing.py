@@ -5,6 +5,12 @@ that check the student's own code rather than tinyprof's, in a notebook the stud
 is looked up by the wrong value the student produced (for example the value one gets by
 forgetting the bias).
 
+``expect_faster(candidate, baseline, make_inputs, at_least)`` grades a speed-up: the candidate
+and the baseline run in interleaved rounds on fresh inputs, every output is checked against the
+baseline's, and the test passes when the 95 % interval's lower bound reaches ``at_least``. Under
+tinyprof's grader each side runs in its own kernel and is timed from outside (autograder/
+speed.py); elsewhere (a plain kernel, stock nbgrader) it is measured here.
+
 ``reference_unavailable()`` switches off every public route to an answer while the hidden tests
 run. The routes are found by walking the package (:func:`routes`), never listed by hand: every
 public function of every tinyprof module, and every public method and constructor of every
@@ -130,6 +136,61 @@ def shown(value: Any) -> str:
         return f"a {kind} of {len(value):,} items"
     except Exception:  # noqa: BLE001 - no length: say what it is
         return f"a {kind}"
+
+
+# --- speed -------------------------------------------------------------------------------------
+
+#: Speed measurements made in this kernel (no grader), so that a chapter's tier cells (2×, 4×,
+#: 8×) share one: measurement key → (the objects measured, kept alive, and the result).
+_SPEED: dict[tuple, tuple[tuple, Any]] = {}
+
+
+def expect_faster(candidate: Callable, baseline: Callable, make_inputs: Callable[[int], tuple],
+                  at_least: float = 2.0, *, rounds: int = 11, rtol: float = 1e-4,
+                  atol: float = 1e-6) -> Any:
+    """Assert that ``candidate`` computes what ``baseline`` computes, faster by ``at_least``:
+    the lower bound of the 95 % bootstrap interval of median(baseline) / median(candidate),
+    over ``rounds`` interleaved rounds of calls on fresh inputs ``make_inputs(seed)``
+    (:func:`tinyprof.timing.speed.measure_speedup`). Prints what was measured; returns the
+    :class:`~tinyprof.timing.speed.Speedup`. The same three functions measured again (another
+    tier) reuse the measurement.
+
+    The candidate must not call tinyprof: it is run once with tinyprof switched off
+    (:func:`reference_unavailable`) before it is timed, and, under the grader, throughout."""
+    judge = _JUDGE.get()
+    if judge is not None:
+        result = judge.measure_speed(candidate, baseline, make_inputs, rounds=rounds,
+                                     rtol=rtol, atol=atol)
+    else:
+        result = _speed_here(candidate, baseline, make_inputs, rounds, rtol, atol,
+                             sys._getframe(1).f_globals)
+    print(result.tier_line(at_least))
+    if not result.reaches(at_least):
+        raise AssertionError(f"not {at_least:g}× faster with 95% confidence: {result.describe()}")
+    return result
+
+
+def _speed_here(candidate: Callable, baseline: Callable, make_inputs: Callable[[int], tuple],
+                rounds: int, rtol: float, atol: float, namespace: dict) -> Any:
+    """The measurement in this kernel, once per key (see :data:`_SPEED`)."""
+    from .timing.speed import first_difference, measure_speedup
+
+    code = getattr(candidate, "__code__", None)
+    key = (id(candidate), id(code), id(baseline), id(make_inputs), rounds, rtol, atol)
+    if key in _SPEED:
+        return _SPEED[key][1]
+    args = make_inputs(2**40)
+    want = baseline(*args)
+    with _Switch((), namespace):
+        got = candidate(*args)
+    found = first_difference(got, want, rtol, atol)
+    if found:
+        raise AssertionError(f"{found}; a faster version must compute what the baseline "
+                             "computes")
+    result = measure_speedup(candidate, baseline, make_inputs, rounds=rounds, rtol=rtol,
+                             atol=atol)
+    _SPEED[key] = ((candidate, code, baseline, make_inputs), result)
+    return result
 
 
 # --- the routes: every public callable of the package ----------------------------------------
@@ -424,7 +485,8 @@ def _from_notebook(obj: Any) -> bool:
 
 
 def _helpers() -> dict[str, Any]:
-    return {"expect": expect, "reference_unavailable": reference_unavailable,
+    return {"expect": expect, "expect_faster": expect_faster,
+            "reference_unavailable": reference_unavailable,
             "ReferenceUnavailable": ReferenceUnavailable, "TamperingDetected": TamperingDetected}
 
 

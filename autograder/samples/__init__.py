@@ -31,15 +31,16 @@ class Sample:
     build: Callable[[], bytes]
 
 
-def release() -> dict:
-    """The student notebook of chapter 01, as released."""
-    return json.loads((course.NOTEBOOKS / CHAPTER / NOTEBOOK).read_text(encoding="utf-8"))
+def release(chapter: str = CHAPTER, name: str = NOTEBOOK) -> dict:
+    """The student notebook of a chapter (01 unless named), as released."""
+    return json.loads((course.NOTEBOOKS / chapter / name).read_text(encoding="utf-8"))
 
 
-def solutions() -> dict[str, str]:
-    """The instructor's answer for every answer cell, solution marker lines removed."""
+def solutions(chapter: str = CHAPTER, name: str = NOTEBOOK) -> dict[str, str]:
+    """The instructor's answer for every answer cell of a chapter (01 unless named), solution
+    marker lines removed."""
     answers = {}
-    source = json.loads((course.SOLUTIONS / CHAPTER / NOTEBOOK).read_text(encoding="utf-8"))
+    source = json.loads((course.SOLUTIONS / chapter / name).read_text(encoding="utf-8"))
     for cell in source["cells"]:
         meta = cell["metadata"].get("nbgrader", {})
         if meta.get("solution"):
@@ -57,9 +58,11 @@ def in_body(code: str, lines: str) -> str:
     return head + found + body + tail
 
 
-def notebook(answers: dict[str, str], edit: Callable[[list[dict]], None] | None = None) -> bytes:
-    """The release with ``answers`` put into their cells, then ``edit`` applied to the cells."""
-    nb = release()
+def notebook(answers: dict[str, str], edit: Callable[[list[dict]], None] | None = None,
+             chapter: str = CHAPTER, name: str = NOTEBOOK) -> bytes:
+    """The release of a chapter (01 unless named) with ``answers`` put into their cells, then
+    ``edit`` applied to the cells."""
+    nb = release(chapter, name)
     for cell in nb["cells"]:
         grade_id = cell["metadata"].get("nbgrader", {}).get("grade_id")
         if grade_id in answers:

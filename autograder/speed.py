@@ -1,0 +1,273 @@
+"""Speed graded from outside the student's kernel: the grader's side of ``expect_faster``.
+
+A speed test (``tinyprof.testing.expect_faster(candidate, baseline, make_inputs, at_least)``)
+asks whether the student's function computes what a tinyprof baseline computes, faster. Timing
+it inside the student's kernel, as nbgrader would, lets the kernel decide its own grade (a
+patched clock, a slowed-down baseline, work done while the other side is timed). Here:
+
+- **Two kernels.** The candidate runs in the student's kernel; the baseline runs in a clean
+  kernel of its own (:class:`ReferenceKernel`), sandboxed like the student's but holding no
+  student code: it imports only the baseline, by name, from tinyprof.
+- **Fresh inputs, made here.** Every call gets new inputs ``make_inputs(seed)``, computed in the
+  grader and sent to both kernels; a remembered output is a wrong output.
+- **CPU time, read from outside.** Each round times a block of ``calls`` calls on each side, in
+  a random order; a side's time is the CPU time its kernel's control group used over the whole
+  round, read by the grader (all the kernel's processes and threads, whatever they do
+  meanwhile: work done in the background while the other side runs is charged to its kernel),
+  less the CPU time the clean kernel spends receiving a round's inputs and handing back its
+  outputs (the median over the rounds: the same requests cost each kernel about the same, and
+  the student's kernel cannot change a figure measured on the clean one). Without control
+  groups it is each kernel's process tree, read from ``/proc``; the printed method says which.
+- **Every output checked.** After each block, the grader draws positions and reads every output
+  array back at those positions (``tinyprof.remote``'s ``pick``): a side that skipped work
+  cannot know in advance which elements are read. The candidate's outputs must match the
+  baseline's on the same inputs (:func:`tinyprof.timing.speed.first_difference`).
+- **tinyprof switched off** in the student's kernel for the whole measurement (the switch of
+  ``reference_unavailable``), so that the candidate cannot call the library's fixed version.
+- **The verdict** is the grader's: the bootstrap interval of median(baseline) /
+  median(candidate) over the rounds, against the test's tier.
+
+One measurement per (candidate, baseline, make_inputs) and notebook run: the tier cells of a
+chapter (2×, 4×, 8×) share it. Each round pays a few milliseconds of request handling on both
+sides (benchmarks/bench_speed_grading.py measures how far that moves the speedup from an
+in-kernel ``tp.ab_test``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import tempfile
+import time
+from typing import Any, Callable
+
+import numpy as np
+from jupyter_core.utils import run_sync
+
+from tinyprof.timing.speed import (
+    MAX_CALLS,
+    Sampled,
+    Speedup,
+    choose_calls,
+    first_difference,
+    qualified_name,
+)
+
+#: Elements read back from each output array per call.
+PICKS = 256
+#: Seconds the clean kernel may take for one request (the library's own code: a backstop only).
+REFERENCE_WALL_S = 300.0
+START_TIMEOUT_S = 120.0
+#: A block is never counted as taking less than this (CPU clocks tick in micro- to
+#: milliseconds).
+MIN_SECONDS = 1e-4
+CONTROL_GROUPS = "the CPU time of each kernel's control group, read by the grader"
+PROCESS_TREES = ("the CPU time of each kernel's processes, read by the grader from /proc (no "
+                 "control groups on this machine)")
+
+
+class ReferenceKernel:
+    """A clean, sandboxed kernel for baselines: started on first use, shut down by
+    :meth:`close`. ``send`` has it evaluate one expression (a judge's request)."""
+
+    def __init__(self, make_manager: Callable[[], Any]):
+        self._make_manager = make_manager
+        self.km = None
+        self.kc = None
+        self._folder: tempfile.TemporaryDirectory | None = None
+        #: Wall-clock seconds spent waiting for this kernel (not charged to the student's test).
+        self.wall_spent = 0.0
+
+    def start(self) -> None:
+        if self.km is not None:
+            return
+        began = time.monotonic()
+        try:
+            self._start()
+        finally:
+            self.wall_spent += time.monotonic() - began
+
+    def _start(self) -> None:
+        self._folder = tempfile.TemporaryDirectory(prefix="tinyprof-reference-")
+        self.km = self._make_manager()
+        run_sync(self.km.start_kernel)(cwd=self._folder.name)
+        self.kc = self.km.client()
+        self.kc.start_channels()
+        run_sync(self.kc.wait_for_ready)(timeout=START_TIMEOUT_S)
+        self.send("__import__('tinyprof.remote') and None")
+
+    def cpu_seconds(self) -> float:
+        return self.km.cpu_seconds()
+
+    def send(self, expression: str, cleanup: bool = False) -> str | None:
+        """The ``text/plain`` of ``expression``'s value in the clean kernel."""
+        began = time.monotonic()
+        try:
+            return self._send(expression)
+        finally:
+            self.wall_spent += time.monotonic() - began
+
+    def _send(self, expression: str) -> str | None:
+        from .judge import KernelError
+
+        msg_id = self.kc.execute("", silent=True, store_history=False, allow_stdin=False,
+                                 user_expressions={"answer": expression})
+        deadline = time.monotonic() + REFERENCE_WALL_S
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                reply = run_sync(self.kc.shell_channel.get_msg)(timeout=min(left, 1.0))
+            except Exception:  # noqa: BLE001 - queue.Empty: keep waiting
+                continue
+            if reply.get("parent_header", {}).get("msg_id") != msg_id:
+                continue
+            found = reply.get("content", {}).get("user_expressions", {}).get("answer", {})
+            if found.get("status") == "error":
+                raise KernelError(f"the clean kernel could not evaluate the grader's request "
+                                  f"({found.get('ename')}: {found.get('evalue')})")
+            text = found.get("data", {}).get("text/plain")
+            return text if isinstance(text, str) else None
+        raise KernelError(f"the clean kernel gave no answer within {REFERENCE_WALL_S:g} s")
+
+    def close(self) -> None:
+        if self.km is None:
+            return
+        try:
+            if self.kc is not None:
+                self.kc.stop_channels()
+            run_sync(self.km.shutdown_kernel)(now=True)
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+        finally:
+            self.km.remove_sockets()
+            self.km = self.kc = None
+            if self._folder is not None:
+                self._folder.cleanup()
+                self._folder = None
+
+
+class SpeedBench:
+    """Measures speed tests for one run of a notebook: ``student_cpu`` reads the student's
+    kernel's CPU seconds, ``reference`` is the clean kernel."""
+
+    def __init__(self, student_cpu: Callable[[], float], reference: ReferenceKernel,
+                 control_groups: Callable[[], bool]):
+        self.student_cpu = student_cpu
+        self.reference = reference
+        self.control_groups = control_groups
+        self._measured: dict[tuple, Speedup] = {}
+
+    def measure(self, judge: Any, candidate: Any, baseline: Callable,
+                make_inputs: Callable[[int], tuple], rounds: int, rtol: float,
+                atol: float) -> Speedup:
+        """The speedup of ``candidate`` (a handle on the student's function) over
+        ``baseline`` (a tinyprof function, run in the clean kernel); AssertionError naming
+        the call and element when an output differs."""
+        from .judge import Judge, Kernel
+
+        if type(candidate) is not Kernel:
+            raise TypeError("expect_faster times a function of the student's notebook: pass "
+                            f"it by its name, got {type(candidate).__name__}")
+        _check_importable(baseline)
+        key = (candidate._ref, qualified_name(baseline), qualified_name(make_inputs), rounds,
+               rtol, atol)
+        if key not in self._measured:
+            self.reference.start()
+            clean = Judge(self.reference.send)
+            with judge.switch(()):
+                self._measured[key] = self._rounds(judge, clean, candidate, baseline,
+                                                   make_inputs, rounds, rtol, atol)
+        return self._measured[key]
+
+    def _rounds(self, judge, clean, candidate, baseline, make_inputs, rounds, rtol, atol
+                ) -> Speedup:
+        rng = np.random.default_rng()   # fresh inputs every grading: nothing to learn
+        seeds = iter(rng.integers(0, 2**62, size=2 + rounds * MAX_CALLS).tolist())
+        sides = {"candidate": (judge, candidate), "baseline": (clean, baseline)}
+        for made in range(2):   # a warm-up call each, then a call each to choose ``calls``
+            times = self._round(sides, [_args(make_inputs, next(seeds))], rng, made, rtol,
+                                atol)
+        calls = choose_calls(*(times[side] - times["handling"]
+                               for side in ("candidate", "baseline")), rounds)
+        made, spent = 2, []
+        for _ in range(rounds):
+            inputs = [_args(make_inputs, next(seeds)) for _ in range(calls)]
+            spent.append(self._round(sides, inputs, rng, made, rtol, atol))
+            made += calls
+        handling = float(np.median([times["handling"] for times in spent]))
+        per_call = {side: tuple(max(times[side] - handling, MIN_SECONDS) / calls
+                                for times in spent) for side in ("candidate", "baseline")}
+        method = CONTROL_GROUPS if self.control_groups() else PROCESS_TREES
+        return Speedup(qualified_name(baseline), per_call["baseline"], per_call["candidate"],
+                       calls, method)
+
+    def _round(self, sides: dict, inputs: list[tuple], rng: np.random.Generator,
+               made: int, rtol: float, atol: float) -> dict[str, float]:
+        """One round: each side's block of calls on ``inputs``, in a random order. The CPU
+        seconds each kernel used over the whole round, and ``handling``: what receiving the
+        inputs and handing back the outputs cost the clean kernel. Outputs checked."""
+        clean = self.reference.cpu_seconds
+        clocks = {"candidate": self.student_cpu, "baseline": clean}
+        start = {side: clock() for side, clock in clocks.items()}
+        handling = 0.0
+        outputs = {}
+        for side in rng.permutation(["candidate", "baseline"]):
+            asker, target = sides[side]
+            before = clean()
+            kept = asker.keep(inputs)
+            handling += clean() - before if side == "baseline" else 0.0
+            outputs[side] = asker.time_calls(target, kept)
+        fractions = rng.random(PICKS).tolist()   # drawn once both blocks have run
+        picked = {}
+        for side in outputs:
+            before = clean()
+            picked[side] = _positions(sides[side][0].pick(outputs[side], fractions), fractions)
+            handling += clean() - before if side == "baseline" else 0.0
+        spent = {side: clock() - start[side] for side, clock in clocks.items()}
+        for i, (got, want) in enumerate(zip(picked["candidate"], picked["baseline"])):
+            found = first_difference(got, want, rtol, atol)
+            if found:
+                raise AssertionError(f"call {made + i + 1} (fresh inputs): {found}; a faster "
+                                     "version must compute what the baseline computes")
+        if len(picked["candidate"]) != len(inputs):
+            raise AssertionError(f"the candidate returned {len(picked['candidate'])} outputs "
+                                 f"for {len(inputs)} calls")
+        return {**spent, "handling": handling}
+
+
+def _args(make_inputs: Callable[[int], tuple], seed: int) -> tuple:
+    args = make_inputs(seed)
+    return args if isinstance(args, tuple) else (args,)
+
+
+def _positions(value: Any, fractions: list[float]) -> Any:
+    """An answer to ``pick`` with each ``("sampled", shape, values)`` as a Sampled whose
+    positions the grader computes itself from the shape (the kernel's claim is not used)."""
+    if isinstance(value, tuple) and len(value) == 3 and value[0] == "sampled" and \
+            isinstance(value[1], tuple) and isinstance(value[2], np.ndarray):
+        shape = tuple(int(d) for d in value[1])
+        size = math.prod(shape)
+        positions = tuple(int(u * size) for u in fractions) if size else ()
+        return Sampled(shape, positions, value[2])
+    if isinstance(value, list):
+        return [_positions(item, fractions) for item in value]
+    if isinstance(value, tuple):
+        return tuple(_positions(item, fractions) for item in value)
+    if isinstance(value, dict):
+        return {key: _positions(item, fractions) for key, item in value.items()}
+    return value
+
+
+def _check_importable(baseline: Callable) -> None:
+    """The clean kernel imports the baseline by name: it must be a module-level function."""
+    module, _, name = qualified_name(baseline).rpartition(".")
+    try:
+        found = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError):
+        found = None
+    if found is not baseline:
+        raise TypeError(f"expect_faster's baseline must be a function defined at the top of an "
+                        f"importable module (the clean kernel imports it by name), got "
+                        f"{baseline!r}")
+
+
+__all__ = ["ReferenceKernel", "SpeedBench"]

@@ -1,0 +1,119 @@
+"""Speed grading (autograder/speed.py), measured side by side with what a student measures.
+
+Chapter 08's solution (its answer cells in the released notebook) is graded by the real
+``grade()`` as a one-submission cohort, and run by a plain kernel (nbclient) that then times
+``tp.ab_test(tp.faster.slow_step, fast_step, *tp.faster.make_inputs(0))`` inside itself. The
+two alternate, ``--repeat`` times. Printed:
+
+1. the speed-up of ``fast_step`` over ``tp.faster.slow_step`` as the grader measured it (CPU
+   time of each kernel, read from outside, baseline in a clean kernel: the figure on the
+   feedback page) beside ``tp.ab_test``'s in the kernel, and their ratio (target: within 10 %);
+2. the wall time of grading the notebook (target: ≤ 60 s) beside a plain run of it.
+
+Both kernels of the grader and the plain kernel run one BLAS thread. Run:
+``.venv/bin/python benchmarks/bench_speed_grading.py [--repeat 3]``; ``--quick`` does one
+repetition (CI's check that it runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = "1"  # as the grader's
+
+from autograder import samples  # noqa: E402
+from autograder.grade import grade  # noqa: E402
+
+CHAPTER, NOTEBOOK = "08_faster", "faster.ipynb"
+GRADER_LINE = re.compile(r"speed: ([0-9.]+)× faster than tinyprof\.faster\.pipeline\.slow_step")
+AB_CELL = ("_ab = tp.ab_test(tp.faster.slow_step, fast_step, *tp.faster.make_inputs(0), "
+           "rounds=15)\nprint('in-kernel speedup', _ab.speedup)")
+
+
+def solved() -> bytes:
+    return samples.notebook(samples.solutions(CHAPTER, NOTEBOOK), chapter=CHAPTER, name=NOTEBOOK)
+
+
+def graded(scratch: Path, notebook: bytes) -> tuple[float, float]:
+    """Grade the notebook as a cohort of one: (wall seconds, the grader's speed-up)."""
+    cohort = scratch / "cohort" / "ada" / CHAPTER
+    cohort.mkdir(parents=True)
+    (cohort / NOTEBOOK).write_bytes(notebook)
+    out = scratch / "out"
+    start = time.perf_counter()
+    rows, problems = grade(scratch / "cohort", out, progress=False)
+    wall = time.perf_counter() - start
+    if problems or not rows:
+        raise SystemExit(f"grading failed: {problems}")
+    for path in out.rglob(NOTEBOOK):
+        if "autograded" in path.parts:
+            nb = json.loads(path.read_text(encoding="utf-8"))
+            for cell in nb["cells"]:
+                for output in cell.get("outputs", []):
+                    found = GRADER_LINE.search(output.get("text", ""))
+                    if found:
+                        return wall, float(found.group(1))
+    raise SystemExit("no speed test output in the autograded notebook")
+
+
+def in_kernel(scratch: Path, notebook: bytes) -> tuple[float, float]:
+    """Run the notebook in a plain kernel, then tp.ab_test in it: (wall seconds of the
+    notebook, the in-kernel speed-up)."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.reads(notebook.decode(), as_version=4)
+    folder = scratch / "plain"
+    folder.mkdir()
+    client = NotebookClient(nb, timeout=300, allow_errors=True, kernel_name="python3",
+                            resources={"metadata": {"path": str(folder)}})
+    start = time.perf_counter()
+    client.execute()
+    wall = time.perf_counter() - start
+    nb.cells.append(nbformat.v4.new_code_cell(AB_CELL))
+    client = NotebookClient(nb, timeout=300, allow_errors=True, kernel_name="python3",
+                            resources={"metadata": {"path": str(folder)}})
+    client.execute()
+    text = "".join(o.get("text", "") for o in nb.cells[-1].outputs)
+    found = re.search(r"in-kernel speedup ([0-9.]+)", text)
+    if not found:
+        raise SystemExit(f"the in-kernel A/B printed no speed-up: {text[-300:]}")
+    return wall, float(found.group(1))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="one repetition")
+    args = parser.parse_args()
+    repeat = 1 if args.quick else args.repeat
+    notebook = solved()
+    rows = []
+    for i in range(repeat):
+        with tempfile.TemporaryDirectory(prefix="tinyprof-speed-bench-") as scratch:
+            grade_wall, grader = graded(Path(scratch) / "g", notebook)
+            plain_wall, ab = in_kernel(Path(scratch) / "k", notebook)
+        rows.append((grader, ab, grade_wall, plain_wall))
+        print(f"run {i + 1}: grader {grader:.2f}×, tp.ab_test in the kernel {ab:.2f}× "
+              f"(grader / in-kernel {grader / ab:.3f}); grading {grade_wall:.1f} s, plain run "
+              f"{plain_wall:.1f} s", flush=True)
+    grader, ab, grade_wall, plain_wall = (statistics.median(col) for col in zip(*rows))
+    print(f"\nmedian of {repeat}: fast_step over slow_step {grader:.2f}× by the grader (CPU time, "
+          f"outside the kernel) vs {ab:.2f}× by tp.ab_test in the kernel: "
+          f"{grader / ab - 1:+.1%} (target within ±10%)")
+    print(f"grading chapter 08's solution: {grade_wall:.1f} s a notebook (target ≤ 60 s); "
+          f"the plain run of the notebook takes {plain_wall:.1f} s "
+          f"({grade_wall / plain_wall:.2f}×)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""tinyprof.timing.speed and tinyprof.testing.expect_faster measured in this process: fresh inputs,
+every output checked, the interval decides, a tier measured once."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tinyprof as tp
+from tinyprof.faster import pipeline
+from tinyprof.testing import ReferenceUnavailable, expect_faster
+from tinyprof.timing.speed import Sampled, Speedup, choose_calls, first_difference, measure_speedup
+
+
+def test_a_real_fix_is_measured_faster_with_its_interval():
+    result = measure_speedup(pipeline.gelu_fast, pipeline.gelu_slow, pipeline.make_activations)
+    low, high = result.ci
+    assert result.rounds == 11 and 1 <= result.calls <= 32
+    assert low <= result.speedup <= high
+    # x ** 3 calls pow per element; the fast GELU multiplies: several times faster anywhere
+    assert low > 2, result
+    assert "tinyprof.faster.pipeline.gelu_slow" in result.describe()
+
+
+def test_a_function_against_itself_is_about_one():
+    result = measure_speedup(pipeline.gelu_slow, pipeline.gelu_slow, pipeline.make_activations)
+    assert 0.5 < result.speedup < 2, result
+
+
+def test_a_wrong_output_names_the_call_and_the_first_differing_element():
+    def skips_the_bias(h):
+        y, dy = pipeline.gelu_fast(h)
+        y[0, 3] += 1.0
+        return y, dy
+
+    with pytest.raises(AssertionError, match=r"call 1 \(fresh inputs\): output\[0\]\[0, 3\] is "):
+        measure_speedup(skips_the_bias, pipeline.gelu_slow, pipeline.make_activations)
+
+
+def test_a_remembered_output_is_wrong_on_the_next_inputs():
+    remembered = {}
+
+    def remembers(h):
+        if "y" not in remembered:
+            remembered["y"] = pipeline.gelu_fast(h)
+        return remembered["y"]
+
+    with pytest.raises(AssertionError, match=r"call 2 \(fresh inputs\)"):
+        measure_speedup(remembers, pipeline.gelu_slow, pipeline.make_activations)
+
+
+def test_first_difference_reads_structures_shapes_and_samples():
+    want = (1.5, {"W": np.arange(6.0).reshape(2, 3)})
+    assert first_difference((1.5, {"W": np.arange(6.0).reshape(2, 3)}), want) is None
+    assert "output[0]" in first_difference((1.6, want[1]), want)
+    assert "keys ['W']" in first_difference((1.5, {"V": 0}), want)
+    assert "shape (2, 3), got (3, 2)" in first_difference((1.5, {"W": np.zeros((3, 2))}), want)
+    sampled = Sampled((2, 3), (5, 1), np.array([5.0, 1.0]))
+    assert first_difference(Sampled((2, 3), (5, 1), np.array([5.0, 1.0])), sampled) is None
+    message = first_difference(Sampled((2, 3), (5, 1), np.array([5.0, 9.0])), sampled)
+    assert message.startswith("output[0, 1] is 9 where the baseline gives 1"), message
+
+
+def test_calls_per_block_fill_the_block_within_the_baselines_budget():
+    assert choose_calls(0.005, 0.07, 11) == 10          # 50 ms of candidate
+    assert choose_calls(1e-6, 1e-4, 11) == 32           # at most 32
+    assert choose_calls(0.005, 2.0, 11) == 1            # a slow baseline: one call a block
+
+
+def students_gelu(h):
+    """A student's fix of the GELU: the cube as multiplies (code of the student's, so that the
+    switch lets it run)."""
+    c = float(np.sqrt(2 / np.pi))
+    t = np.tanh(c * (h + 0.044715 * h * h * h))
+    return 0.5 * h * (1 + t), 0.5 * (1 + t) + 0.5 * h * (1 - t * t) * c * (1 + 0.134145 * h * h)
+
+
+def test_expect_faster_passes_a_tier_and_fails_the_next_with_one_measurement(capsys):
+    first = expect_faster(students_gelu, pipeline.gelu_slow, pipeline.make_activations,
+                          at_least=1.5)
+    assert "Tier 1.5×: reached" in capsys.readouterr().out
+    impossible = first.ci[0] * 10
+    with pytest.raises(AssertionError, match=f"not {impossible:g}× faster"):
+        expect_faster(students_gelu, pipeline.gelu_slow, pipeline.make_activations,
+                      at_least=impossible)
+    again = expect_faster(students_gelu, pipeline.gelu_slow, pipeline.make_activations,
+                          at_least=1.5)
+    assert again is first   # the tiers share one measurement
+
+
+def test_expect_faster_refuses_a_candidate_that_calls_tinyprof():
+    def delegates(weights, batch):
+        return tp.faster.fast_step(weights, batch)
+
+    with pytest.raises(ReferenceUnavailable, match="tinyprof.faster.fast_step"):
+        expect_faster(delegates, pipeline.slow_step, pipeline.make_inputs, at_least=1.0)
+
+
+def test_too_few_rounds_are_refused():
+    with pytest.raises(ValueError, match="rounds must be ≥ 9"):
+        measure_speedup(pipeline.gelu_fast, pipeline.gelu_slow, pipeline.make_activations,
+                        rounds=3)
+
+
+def test_a_speedup_record_is_plain_data():
+    result = Speedup("base", (2.0,) * 9, (1.0,) * 9, 4, "a clock")
+    assert result.speedup == 2.0 and result.ci == (2.0, 2.0)
+    assert result.record() == {"speedup": 2.0, "ci": [2.0, 2.0], "rounds": 9, "calls": 4,
+                               "method": "a clock", "baseline": "base"}
+    assert result.reaches(2.0) and not result.reaches(2.01)

@@ -1,0 +1,216 @@
+"""Speed graded outside the student's kernel (autograder/speed.py), against the cheats of issue 30.
+
+Each notebook defines ``fix``, a replacement for ``tinyprof.faster.slow_step`` (chapter 08's
+training step), and is run by the grader's real Execute preprocessor: its kernel in the
+bubblewrap sandbox with a control group, the baseline in a clean kernel of its own, the test
+cell decided by the judge. The honest fix is several times faster; every cheat must fail the
+2× tier: the baseline handed in as is, a patched clock, a thread or a process that burns CPU
+while the baseline runs, an output remembered across calls, a slowed-down baseline, and a call
+into tinyprof's own fix.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from chapters import REPO
+from nbformat.v4 import new_code_cell, new_notebook
+from traitlets.config import Config
+
+from autograder import samples
+from autograder.execute import GraderExecute
+
+pytestmark = pytest.mark.skipif(
+    not Path("/usr/bin/bwrap").exists() and os.environ.get("CI") != "true",
+    reason="bubblewrap is not installed (CI installs it; locally: apt-get install bubblewrap)")
+
+SETUP = ("import numpy as np\nimport tinyprof as tp\n"
+         "from tinyprof.models.datasets import digits_arrays\n"
+         "images, labels = digits_arrays()\n"
+         "C = float(np.sqrt(2 / np.pi))\n")
+#: The student's copy of the baseline: every bottleneck of tinyprof.faster.pipeline kept.
+SLOW = """
+import logging
+log = logging.getLogger("student")
+
+def statistics(dtype):
+    up = images.reshape(-1, 8, 8).repeat(2, axis=1).repeat(2, axis=2).reshape(-1, 256)
+    low, centre, high = np.percentile(up.astype(dtype), [5, 50, 95], axis=0).astype(dtype)
+    return centre, high - low + 1
+
+def load(idx, shifts, centre, scale, dtype):
+    rows = []
+    for i, (k, (dy, dx)) in enumerate(zip(idx, shifts)):
+        img = images[k].reshape(8, 8).repeat(2, axis=0).repeat(2, axis=1).astype(dtype)
+        img = np.pad(img, 2)[2 - dy:18 - dy, 2 - dx:18 - dx]
+        log.debug(f"sample {i}: {images[k]}")
+        rows.append((img.reshape(-1) - centre) / scale)
+    return np.stack(rows)
+
+def gelu(h):
+    t = np.tanh(C * (h + 0.044715 * h ** 3))
+    dy = 0.5 * (1 + t) + 0.5 * h * (1 - t ** 2) * C * (1 + 3 * 0.044715 * h ** 2)
+    return 0.5 * h * (1 + t), dy
+
+def loss(z, y):
+    n, total, dz = len(z), 0.0, np.empty_like(z)
+    for i in range(n):
+        row = z[i] - z[i].max()
+        logp = row - np.log(np.exp(row).sum())
+        t = np.full(10, 0.01, dtype=z.dtype)
+        t[y[i]] += 0.9
+        total += -(t * logp).sum()
+        dz[i] = (np.exp(logp) - t) / n
+    return float(total / n), dz
+
+def fix(weights, batch, dtype=np.float64):
+    idx, shifts = batch["indices"], batch["shifts"]
+    x = load(idx, shifts, *statistics(dtype), dtype)
+    w = {k: np.array(v, dtype=dtype) for k, v in weights.items()}
+    a, da = gelu(x @ w["W1"] + w["b1"])
+    value, dz = loss(a @ w["W2"] + w["b2"], labels[idx].astype(np.int64))
+    dh = (dz @ w["W2"].T) * da
+    g = {"W1": x.T @ dh, "b1": dh.sum(0), "W2": a.T @ dz, "b2": dz.sum(0)}
+    return value, {k: w[k] - 0.05 * (g[k] + 1e-4 * w[k]) for k in w}
+"""
+#: The student's fix: every bottleneck removed, in plain numpy.
+HONEST = """
+up = images.reshape(-1, 8, 8).repeat(2, axis=1).repeat(2, axis=2)
+low, mid, high = np.percentile(up.reshape(-1, 256).astype(np.float64), [5, 50, 95], axis=0)
+CENTRE, SCALE = mid.astype(np.float32), (high - low + 1).astype(np.float32)
+PADDED = np.pad(up.astype(np.float32), ((0, 0), (2, 2), (2, 2)))
+OFFSETS = np.arange(16)
+
+def fix(weights, batch):
+    idx, shifts = batch["indices"], batch["shifts"]
+    n = len(idx)
+    rows = (OFFSETS[None, :] - shifts[:, :1] + 2)[:, :, None]
+    cols = (OFFSETS[None, :] - shifts[:, 1:] + 2)[:, None, :]
+    x = (PADDED[idx[:, None, None], rows, cols].reshape(n, 256) - CENTRE) / SCALE
+    w = {k: v.astype(np.float32) for k, v in weights.items()}
+    h = x @ w["W1"] + w["b1"]
+    t = np.tanh(C * (h + 0.044715 * h * h * h))
+    a = 0.5 * h * (1 + t)
+    da = 0.5 * (1 + t) + 0.5 * h * (1 - t * t) * C * (1 + 3 * 0.044715 * h * h)
+    z = a @ w["W2"] + w["b2"]
+    z -= z.max(axis=1, keepdims=True)
+    logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+    t = np.full((n, 10), 0.01, dtype=np.float32)
+    t[np.arange(n), labels[idx]] += 0.9
+    dz = (np.exp(logp) - t) / n
+    dh = (dz @ w["W2"].T) * da
+    g = {"W1": x.T @ dh, "b1": dh.sum(0), "W2": a.T @ dz, "b2": dz.sum(0)}
+    return float(-(t * logp).sum() / n), {k: w[k] - 0.05 * (g[k] + 1e-4 * w[k]) for k in w}
+"""
+TEST = ("from tinyprof.testing import expect_faster\n"
+        "expect_faster(fix, tp.faster.slow_step, tp.faster.make_inputs, at_least=2)")
+
+CHEATS = {
+    "the baseline handed in as is": SLOW,
+    # a clock that the runtime check cannot tell from the library's (no notebook code in it)
+    "a patched clock": SLOW + (
+        "import functools, time\n"
+        "for name in ('perf_counter', 'process_time', 'monotonic', 'time', 'thread_time'):\n"
+        "    setattr(time, name, functools.partial(float, 0.0))\n"),
+    "a thread that burns CPU while the baseline runs": SLOW + (
+        "import threading\n"
+        "def burn():\n    x = np.ones(200_000)\n    while True:\n        np.sqrt(x, out=x)\n"
+        "threading.Thread(target=burn, daemon=True).start()\n"),
+    "a process that burns CPU while the baseline runs": SLOW + (
+        "import os\nif os.fork() == 0:\n    while True:\n        pass\n"),
+    "an output remembered across calls": HONEST.replace("def fix(", "def honest(") + (
+        "kept = {}\ndef fix(weights, batch):\n    if 'out' not in kept:\n"
+        "        kept['out'] = honest(weights, batch)\n    return kept['out']\n"),
+    # numpy's tanh made 100x slower in this kernel (no notebook code in it), and a candidate that
+    # avoids it: timed in the kernel, the baseline would be the slow one
+    "a slowed-down baseline": SLOW.replace(
+        "t = np.tanh(C * (h + 0.044715 * h ** 3))",
+        "e = np.exp(2 * C * (h + 0.044715 * h ** 3))\n    t = (e - 1) / (e + 1)") + (
+        "import math\nnp.tanh = np.vectorize(math.tanh)\n"),
+    "a call into tinyprof's own fix": "fix = tp.faster.fast_step\n",
+}
+
+
+def grade_cell(student: str, folder: Path) -> dict:
+    """The grader's record of the speed test cell of a notebook whose answer is ``student``."""
+    test = new_code_cell(TEST)
+    test.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": "speed",
+                                 "points": 1, "locked": True, "schema_version": 3}
+    nb = new_notebook(cells=[new_code_cell(SETUP + student), test])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    GraderExecute(config=Config(), timeout=120).preprocess(nb, {"metadata": {"path": str(folder)}})
+    cell = nb.cells[1]
+    return {**cell.metadata["tinyprof"], "outputs": [nbformat.from_dict(o) for o in cell.outputs]}
+
+
+def test_an_honest_fix_is_timed_from_outside_and_reaches_its_tier(tmp_path):
+    record = grade_cell(HONEST, tmp_path)
+    assert record["verdict"]["passed"], record
+    printed = record["outputs"][0]["text"]
+    assert "Tier 2×: reached" in printed
+    assert "timed by the CPU time of each kernel" in printed
+    assert "faster than tinyprof.faster.pipeline.slow_step" in printed
+
+
+@pytest.mark.parametrize("cheat", sorted(CHEATS))
+def test_no_cheat_gains_the_speed_point(cheat, tmp_path):
+    record = grade_cell(CHEATS[cheat], tmp_path)
+    assert not record["verdict"]["passed"], (cheat, record)
+    message = record["verdict"]["message"]
+    expected = {"an output remembered across calls": "call 2 (fresh inputs)",
+                "a call into tinyprof's own fix": "switched off"}.get(cheat, "not 2× faster")
+    assert expected in message, (cheat, message)
+
+
+# --- chapter 08 through `python -m autograder grade --jobs 2` --------------------------------
+
+CHAPTER, NOTEBOOK = "08_faster", "faster.ipynb"
+
+
+def _speed_cells() -> list[str]:
+    """The grade ids of chapter 08's test cells that time ``fast_step``."""
+    source = json.loads((REPO / "solutions" / CHAPTER / NOTEBOOK).read_text(encoding="utf-8"))
+    return [cell["metadata"]["nbgrader"]["grade_id"] for cell in source["cells"]
+            if cell["metadata"].get("nbgrader", {}).get("grade")
+            and "expect_faster(fast_step" in "".join(cell["source"])]
+
+
+def _as_is() -> dict[str, str]:
+    """The solution with ``fast_step`` replaced by the student's copy of the baseline."""
+    answers = samples.solutions(CHAPTER, NOTEBOOK)
+    step = next(gid for gid, code in answers.items() if "def fast_step" in code)
+    return {**answers, step: SETUP + SLOW + "\nfast_step = fix\n"}
+
+
+@pytest.fixture(scope="module")
+def chapter(tmp_path_factory) -> dict[str, dict]:
+    root = tmp_path_factory.mktemp("speed08")
+    cohort = {"ada": samples.solutions(CHAPTER, NOTEBOOK), "blank": {}, "asis": _as_is()}
+    for student, answers in cohort.items():
+        folder = root / "in" / student / CHAPTER
+        folder.mkdir(parents=True)
+        (folder / NOTEBOOK).write_bytes(samples.notebook(answers, chapter=CHAPTER,
+                                                         name=NOTEBOOK))
+    run = subprocess.run([sys.executable, "-m", "autograder", "grade", str(root / "in"),
+                          "--out", str(root / "out"), "--jobs", "2"], cwd=REPO,
+                         capture_output=True, text=True, timeout=1200)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    with open(root / "out" / "grades.csv", newline="", encoding="utf-8") as handle:
+        return {row["student"]: row for row in csv.DictReader(handle)}
+
+
+def test_chapter_08_speed_points_go_to_the_solution_only(chapter):
+    cells = _speed_cells()
+    assert len(cells) >= 2, cells
+    assert all(float(chapter["ada"][cell]) > 0 for cell in cells), chapter["ada"]
+    for student in ("blank", "asis"):
+        assert all(float(chapter[student][cell] or 0) == 0 for cell in cells), chapter[student]
+    assert chapter["ada"]["auto_score"] == chapter["ada"]["max_auto_score"], chapter["ada"]

@@ -1,0 +1,272 @@
+"""Is a rewrite faster, and does it still compute the same thing? Speed on fresh inputs.
+
+:func:`ab_test` times two functions on one fixed input. A function that is meant to replace
+another must also give the same answers, and a fixed input invites remembering the answer.
+:func:`measure_speedup` therefore:
+
+- draws **fresh inputs** for every call, ``make_inputs(seed)`` with a new seed each time (a
+  tuple of positional arguments), so that a remembered output is a wrong output;
+- runs ``rounds`` interleaved rounds, each timing a block of ``calls`` calls of each function
+  (the same inputs for both) in a random order, so that drift hits both alike (chapter 06),
+  by the process's CPU time unless ``clock`` says otherwise;
+- checks **every output** against the baseline's on the same inputs (:func:`first_difference`:
+  arrays and numbers within ``rtol``/``atol``, structure, shapes and keys exactly);
+- reports the **speedup** median(baseline) / median(candidate) of the per-call times, its 95 %
+  bootstrap interval (:func:`tinyprof.timing.abtest.bootstrap_ratio_ci`), and how the time was
+  read (:class:`Speedup`).
+
+A first call of each, on inputs of its own, is a warm-up (checked, not timed). ``calls`` is
+chosen from a second, untimed call of each unless given: enough calls that the candidate's
+block lasts :data:`BLOCK_SECONDS`, at most :data:`MAX_CALLS`, and no more than keeps the
+baseline's share of the whole measurement within :data:`BASELINE_BUDGET_SECONDS`.
+
+The autograder measures the same way, with each function in its own kernel and each block timed
+by that kernel's CPU time read from outside it (``autograder/speed.py``); a :class:`Speedup` is
+the record both produce, and :meth:`Speedup.tier_line` the sentence both print.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from ..units import format_interval, format_seconds
+from .abtest import MIN_ROUNDS, bootstrap_ratio_ci
+
+#: Seconds a candidate's block of calls should last (longer blocks average out timer noise).
+BLOCK_SECONDS = 0.05
+MAX_CALLS = 32
+#: The baseline's blocks over all rounds should take about this long at most.
+BASELINE_BUDGET_SECONDS = 10.0
+RTOL, ATOL = 1e-4, 1e-6
+
+
+@dataclass(frozen=True)
+class Speedup:
+    """A speed measurement: per-call seconds of each side, one sample per round."""
+
+    baseline_name: str
+    baseline_seconds: tuple[float, ...]
+    candidate_seconds: tuple[float, ...]
+    calls: int
+    method: str
+
+    @property
+    def rounds(self) -> int:
+        return len(self.candidate_seconds)
+
+    @property
+    def speedup(self) -> float:
+        """median(baseline) / median(candidate): above 1 the candidate is faster."""
+        return float(np.median(self.baseline_seconds) / np.median(self.candidate_seconds))
+
+    @property
+    def ci(self) -> tuple[float, float]:
+        """The 95 % bootstrap interval of the speedup."""
+        return bootstrap_ratio_ci(self.baseline_seconds, self.candidate_seconds)
+
+    def reaches(self, at_least: float) -> bool:
+        """Whether the interval's lower bound clears ``at_least``."""
+        return self.ci[0] >= at_least
+
+    def describe(self) -> str:
+        low, high = self.ci
+        return (f"{self.speedup:.2f}× faster than {self.baseline_name} "
+                f"(95% CI {format_interval((low, high), 'ratio')}; "
+                f"{format_seconds(float(np.median(self.baseline_seconds)))} → "
+                f"{format_seconds(float(np.median(self.candidate_seconds)))} a call; "
+                f"{self.rounds} interleaved rounds of {self.calls} calls on fresh inputs, "
+                f"timed by {self.method})")
+
+    def tier_line(self, at_least: float) -> str:
+        reached = "reached" if self.reaches(at_least) else "NOT reached (the CI's lower bound "\
+            f"is {self.ci[0]:.2f}×)"
+        return f"speed: {self.describe()}. Tier {at_least:g}×: {reached}."
+
+    def record(self) -> dict:
+        """Plain data for a report: the speedup, its interval and how it was measured."""
+        low, high = self.ci
+        return {"speedup": round(self.speedup, 4), "ci": [round(low, 4), round(high, 4)],
+                "rounds": self.rounds, "calls": self.calls, "method": self.method,
+                "baseline": self.baseline_name}
+
+    def __str__(self) -> str:
+        return f"Speedup: {self.describe()}"
+
+    __repr__ = __str__
+
+
+@dataclass(frozen=True)
+class Sampled:
+    """An array's elements at some flat ``positions``: what a grader reads back of a large
+    output instead of the whole array (the positions drawn after the output was computed)."""
+
+    shape: tuple[int, ...]
+    positions: tuple[int, ...]
+    values: np.ndarray
+
+
+def qualified_name(fn: Any) -> str:
+    """``module.qualname`` of a function (its repr when it has none)."""
+    module, name = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
+    return f"{module}.{name}" if module and name else repr(fn)
+
+
+def first_difference(got: Any, want: Any, rtol: float = RTOL, atol: float = ATOL,
+                     where: str = "output") -> str | None:
+    """None when ``got`` matches ``want`` (numbers and arrays within |g − w| ≤ atol + rtol·|w|,
+    NaN matching NaN; tuples, lists and dicts item by item with the same length and keys);
+    otherwise a sentence naming the first place that differs (``where[1]['W1'][3, 7]``)."""
+    if isinstance(want, dict):
+        if not isinstance(got, dict) or set(got) != set(want):
+            return f"{where} should be a dict with keys {sorted(map(str, want))}, got {_kind(got)}"
+        for key in want:
+            found = first_difference(got[key], want[key], rtol, atol, f"{where}[{key!r}]")
+            if found:
+                return found
+        return None
+    if isinstance(want, (tuple, list)):
+        if not isinstance(got, (tuple, list)) or len(got) != len(want):
+            return f"{where} should be a sequence of {len(want)} items, got {_kind(got)}"
+        for i, (g, w) in enumerate(zip(got, want)):
+            found = first_difference(g, w, rtol, atol, f"{where}[{i}]")
+            if found:
+                return found
+        return None
+    if isinstance(want, Sampled):
+        return _sampled_difference(got, want, rtol, atol, where)
+    return _array_difference(got, want, rtol, atol, where)
+
+
+def _sampled_difference(got: Any, want: Sampled, rtol: float, atol: float,
+                        where: str) -> str | None:
+    if not isinstance(got, Sampled):
+        return f"{where} should be an array of shape {want.shape}, got {_kind(got)}"
+    if got.shape != want.shape or len(got.values) != len(want.values):
+        return f"{where} should have shape {want.shape}, got {got.shape}"
+    close = np.isclose(got.values, want.values, rtol=rtol, atol=atol, equal_nan=True)
+    if close.all():
+        return None
+    k = int(np.flatnonzero(~close)[0])
+    index = np.unravel_index(want.positions[k], want.shape)
+    return (f"{where}[{', '.join(map(str, index))}] is {got.values[k]:.6g} where the baseline "
+            f"gives {want.values[k]:.6g} ({int((~close).sum())} of the {close.size} elements "
+            "checked differ)")
+
+
+def _array_difference(got: Any, want: Any, rtol: float, atol: float, where: str) -> str | None:
+    try:
+        g = np.asarray(got, dtype=np.float64)
+        w = np.asarray(want, dtype=np.float64)
+    except (TypeError, ValueError):
+        return None if got == want else f"{where}: expected {want!r}, got {_kind(got)}"
+    if g.shape != w.shape:
+        return f"{where} should have shape {w.shape}, got {g.shape}"
+    close = np.isclose(g, w, rtol=rtol, atol=atol, equal_nan=True)
+    if close.all():
+        return None
+    flat = int(np.flatnonzero(~close.ravel())[0])
+    index = np.unravel_index(flat, w.shape) if w.shape else ()
+    at = f"{where}[{', '.join(map(str, index))}]" if index else where
+    return (f"{at} is {g.ravel()[flat]:.6g} where the baseline gives {w.ravel()[flat]:.6g} "
+            f"({int((~close).sum()):,} of {close.size:,} elements differ)")
+
+
+def _kind(value: Any) -> str:
+    shape = getattr(value, "shape", None)
+    return f"an array of shape {shape}" if isinstance(shape, tuple) else type(value).__name__
+
+
+def choose_calls(candidate_seconds: float, baseline_seconds: float, rounds: int) -> int:
+    """Calls per block: enough for BLOCK_SECONDS of the candidate, at most MAX_CALLS, and no
+    more than keeps rounds × calls × baseline within BASELINE_BUDGET_SECONDS (at least 1)."""
+    wanted = math.ceil(BLOCK_SECONDS / max(candidate_seconds, 1e-6))
+    affordable = math.floor(BASELINE_BUDGET_SECONDS / max(rounds * baseline_seconds, 1e-6))
+    return max(1, min(wanted, MAX_CALLS, affordable))
+
+
+#: How each clock is named in a Speedup's description.
+CLOCKS = {time.process_time: "the CPU time of this process (time.process_time)",
+          time.perf_counter: "wall-clock time in this process (time.perf_counter)"}
+
+
+def measure_speedup(candidate: Callable, baseline: Callable, make_inputs: Callable[[int], tuple],
+                    *, rounds: int = 11, calls: int | None = None, seed: int = 0,
+                    rtol: float = RTOL, atol: float = ATOL,
+                    clock: Callable[[], float] = time.process_time) -> Speedup:
+    """Time ``candidate`` against ``baseline`` in this process, as the module docstring says,
+    checking every output. ``clock`` is CPU time by default, as the grader's is (other programs
+    on the machine slow the wall clock far more than the CPU time a call needs; threads' CPU
+    time counts, so parallelism buys nothing); ``time.perf_counter`` for wall-clock time.
+    Raises AssertionError naming the call and the first differing element when an output
+    differs, ValueError for fewer than MIN_ROUNDS rounds, and RuntimeError naming the side when
+    a function raises."""
+    if rounds < MIN_ROUNDS:
+        raise ValueError(f"measure_speedup: rounds must be ≥ {MIN_ROUNDS} for an interval worth "
+                         f"having, got {rounds}")
+    seeds = iter(range(seed * 1_000_003 + 1, 2**62))
+    inputs = _fresh(make_inputs, seeds, 1)
+    _check(_block("candidate", candidate, inputs, clock),
+           _block("baseline", baseline, inputs, clock), inputs, 0, rtol, atol)   # the warm-up
+    if calls is None:
+        inputs = _fresh(make_inputs, seeds, 1)
+        baseline_once = _block("baseline", baseline, inputs, clock)
+        candidate_once = _block("candidate", candidate, inputs, clock)
+        _check(candidate_once, baseline_once, inputs, 1, rtol, atol)
+        calls = choose_calls(candidate_once.seconds, baseline_once.seconds, rounds)
+    order = np.random.default_rng(seed)
+    base_times, cand_times = [], []
+    for r in range(rounds):
+        inputs = _fresh(make_inputs, seeds, calls)
+        results = {}
+        for side in order.permutation(2):
+            name, fn = (("baseline", baseline), ("candidate", candidate))[side]
+            results[name] = _block(name, fn, inputs, clock)
+        _check(results["candidate"], results["baseline"], inputs, 2 + r * calls, rtol, atol)
+        base_times.append(results["baseline"].seconds / calls)
+        cand_times.append(results["candidate"].seconds / calls)
+    return Speedup(qualified_name(baseline), tuple(base_times), tuple(cand_times), calls,
+                   CLOCKS.get(clock, qualified_name(clock)))
+
+
+@dataclass
+class _Timed:
+    outputs: list
+    seconds: float
+
+
+def _fresh(make_inputs: Callable[[int], tuple], seeds, count: int) -> list[tuple]:
+    made = []
+    for _ in range(count):
+        args = make_inputs(next(seeds))
+        made.append(args if isinstance(args, tuple) else (args,))
+    return made
+
+
+def _block(side: str, fn: Callable, inputs: list[tuple], clock: Callable[[], float]) -> _Timed:
+    outputs = []
+    start = clock()
+    try:
+        for args in inputs:
+            outputs.append(fn(*args))
+    except Exception as error:
+        raise RuntimeError(f"the {side} ({qualified_name(fn)}) raised {type(error).__name__}: "
+                           f"{error}") from error
+    return _Timed(outputs, clock() - start)
+
+
+def _check(candidate: _Timed, baseline: _Timed, inputs: list[tuple], first_call: int,
+           rtol: float, atol: float) -> None:
+    for i, (got, want) in enumerate(zip(candidate.outputs, baseline.outputs)):
+        found = first_difference(got, want, rtol, atol)
+        if found:
+            raise AssertionError(f"call {first_call + i + 1} (fresh inputs): {found}; a faster "
+                                 "version must compute what the baseline computes")
+
+
+__all__ = ["BLOCK_SECONDS", "MAX_CALLS", "Sampled", "Speedup", "choose_calls", "first_difference",
+           "measure_speedup", "qualified_name"]
