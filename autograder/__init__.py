@@ -37,6 +37,10 @@ While the notebook runs, in the grading worker:
 - ``judge``: each test cell runs here; the kernel only runs the student's functions on the
   test's inputs and hands back plain values (``records`` types the worker's own pipe).
   *Threat*: a kernel that patches ``math.isclose``, fakes its execution, or lies about values.
+- ``speed``: a speed test's baseline runs in a clean sandboxed kernel of its own, on fresh inputs
+  made here; each side is timed by its kernel's control-group CPU time over whole rounds, read
+  here, and every output is read back at positions drawn after both sides ran. *Threat*: a
+  patched clock, a slowed-down baseline, work hidden in the background, remembered outputs.
 
 Across machines, with ``--scheduler`` (a Dask cluster):
 
@@ -55,4 +59,9 @@ After the run:
   carried out through output, script in the page.
 - ``report``: spreadsheet formulas neutralised in ``grades.csv``; ``gradebook``: only the parent
   writes the cohort's gradebook. *Threat*: CSV injection, a forged gradebook.
+- ``export`` (a command of its own, after grading): a row not graded, timed out, unreadable or
+  flagged never reaches the LMS as a number; ``lms`` fills only the chapter's cells of the LMS's
+  own file, every other byte kept; the summary messages beside each exercise (``exercises``)
+  pass the page's redaction. *Threat*: a score nobody reviewed landing in the gradebook, a
+  corrupted gradebook import, hidden tests carried out through a message.
 """

@@ -1,4 +1,4 @@
-"""Command line: ``python -m autograder release | publish | grade | demo``."""
+"""Command line: ``python -m autograder release | publish | grade | export | demo``."""
 
 from __future__ import annotations
 
@@ -55,11 +55,45 @@ def parser() -> argparse.ArgumentParser:
     grd.add_argument("--student", action="append", metavar="NAME",
                      help="grade only this student (again), keeping everyone else's grades; "
                           "repeatable")
-    demo = commands.add_parser("demo", help="grade the shipped sample submissions")
+    _export_parser(commands)
+    demo = commands.add_parser("demo", help="grade the shipped sample submissions, then export")
     demo.add_argument("--out", type=Path, default=None,
                       help="folder for the demo (default: grading/demo in the repository)")
     _limits(demo, jobs=2, timeout=10)  # the endless loops cost a timeout each: keep it short
     return main
+
+
+def _export_parser(commands) -> None:
+    exp = commands.add_parser("export", help="grades and feedback of a graded folder back into "
+                                             "the LMS: Canvas gradebook, Moodle worksheet, or CSV")
+    exp.add_argument("graded", type=Path, metavar="DIR", help="a folder `grade` wrote")
+    exp.add_argument("--chapter", required=True, metavar="NN_topic", help="the assignment id")
+    exp.add_argument("--out", type=Path, required=True, metavar="FOLDER",
+                     help="folder for the filled LMS file(s) and export_summary.txt")
+    lms = exp.add_mutually_exclusive_group()
+    lms.add_argument("--canvas", type=Path, metavar="GRADEBOOK.csv",
+                     help="the gradebook CSV exported from Canvas (Grades > Export)")
+    lms.add_argument("--moodle", type=Path, metavar="WORKSHEET.csv",
+                     help="Moodle's offline grading worksheet of the assignment")
+    exp.add_argument("--assignment", metavar="NAME",
+                     help="with --canvas: the start of the assignment column's name")
+    exp.add_argument("--include-flagged", action="store_true",
+                     help="also export flagged and unreadable submissions' scores")
+
+
+def _export(args: argparse.Namespace) -> int:
+    from .export import export
+    from .lms import SheetError
+
+    try:
+        report = export(args.graded, args.chapter, args.out, canvas=args.canvas,
+                        assignment=args.assignment, moodle=args.moodle,
+                        include_flagged=args.include_flagged)
+    except (OSError, SheetError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(report.text(), end="")
+    return 0
 
 
 def warn_about_home() -> bool:
@@ -104,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
         warn_about_home()
         return 0
 
+    if args.command == "export":
+        return _export(args)
+
     from .grade import GradingInterrupted, grade
 
     settings = Settings(timeout=args.timeout, memory_mb=args.memory, sandbox=not args.no_sandbox,
@@ -125,6 +162,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print((Path(out) / "summary.txt").read_text(encoding="utf-8"), end="")
     print(f"grades: {Path(out) / 'grades.csv'}\nfeedback: {Path(out) / 'feedback'}")
+    if args.command == "demo":   # demo.py exported the grades into a Canvas gradebook
+        print((Path(out).parent / "export" / "export_summary.txt").read_text(encoding="utf-8"),
+              end="")
     return 0
 
 

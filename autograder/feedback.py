@@ -18,7 +18,9 @@ that were put back for grading. Before the page is rendered:
   JavaScript outputs; the exporter's ``sanitize_html`` does the same for what it renders:
   ``<script>``, event handlers and ``javascript:`` links become inert text or disappear;
 - :func:`defang_links` then reads the finished page as a browser would and removes every URL
-  whose scheme could run code (nbgrader renders markdown links itself, unsanitised).
+  whose scheme could run code (nbgrader renders markdown links itself, unsanitised);
+- exercises.name_summary names each entry of the page's summary after its exercise and puts the
+  grader's message beside its score, passed through :func:`redact` as the outputs are.
 """
 
 from __future__ import annotations
@@ -42,19 +44,33 @@ def hidden_test_lines(source_notebook: Path) -> set[str]:
     return marked_lines(source_notebook, "HIDDEN TESTS", 12)
 
 
+MARKERS = ("BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
+
+
+def redact(text: str, hidden: set[str], markers=MARKERS) -> str:
+    """``text`` with every line that repeats a hidden-test line (or a marker) replaced by
+    :data:`REDACTED`; also used for the messages in the page's summary (exercises.py)."""
+    kept = [REDACTED if line.strip() in hidden or any(m in line for m in markers) else line
+            for line in text.split("\n")]
+    return "\n".join(kept)
+
+
+def redactor(instructor: Path):
+    """:func:`redact` for one chapter notebook: a function of a text (exercises.py takes it)."""
+    hidden = hidden_test_lines(instructor)
+    return lambda text: redact(text, hidden)
+
+
 class RedactFeedback(Preprocessor):
     """Tracebacks of test cells cut to their message; output lines quoting hidden tests
     removed (see the module docstring)."""
 
     hidden_lines = List(Unicode(), help="Stripped hidden-test lines to keep out of outputs").tag(
         config=True)
-    markers = List(Unicode(), ["BEGIN HIDDEN TESTS", "END HIDDEN TESTS"]).tag(config=True)
+    markers = List(Unicode(), list(MARKERS)).tag(config=True)
 
     def _clean(self, text: str) -> str:
-        hidden = set(self.hidden_lines)
-        kept = [REDACTED if line.strip() in hidden or any(m in line for m in self.markers)
-                else line for line in text.split("\n")]
-        return "\n".join(kept)
+        return redact(text, set(self.hidden_lines), self.markers)
 
     def preprocess_cell(self, cell, resources, index):
         for output in cell.get("outputs", []):
@@ -164,4 +180,4 @@ def configure_feedback(config, source_notebooks: list[Path], submitted: Path) ->
 
 
 __all__ = ["REDACTED", "RedactFeedback", "SubmittedOutputs", "configure_feedback",
-           "defang_links", "hidden_test_lines"]
+           "defang_links", "hidden_test_lines", "redact", "redactor"]

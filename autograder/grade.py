@@ -43,7 +43,7 @@ from .report import LOCAL, GradeRow, add_notes, failure_page, summary, write_gra
 
 __all__ = ["GradeRow", "GradingInterrupted", "Settings", "grade"]
 
-VERSION = 4  # bump when grading itself changes, so that a re-run regrades everything
+VERSION = 5  # bump when grading itself changes, so that a re-run regrades everything
 #: Outcomes a re-run keeps; "not graded" and "timed out" are tried again.
 FINAL = ("graded", "unreadable")
 MIN_MEMORY_MB = 384

@@ -45,7 +45,7 @@ STUDENT_PACKAGES = ("numpy>=1.23", "matplotlib>=3.5", "ipywidgets>=7.7", "ipyker
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 #: Packages only instructors and developers need: never in the published environment.
 INSTRUCTOR_PACKAGES = ("jupyter-book", "nbgrader", "nbval", "pytest", "ruff", "nbclient", "dask",
-                       "distributed")
+                       "distributed", "transformers")
 INSTRUCTOR_PAGE = "book/instructors"
 #: Files the chapters write next to themselves (05 and 07: a Chrome trace; 06: its benchmark
 #: records and report); the student repository's git ignores them, as this repository's does.

@@ -26,7 +26,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from . import caches, course, isolation, zmqpoll
-from .feedback import configure_feedback, defang_links
+from .exercises import name_summary
+from .feedback import configure_feedback, defang_links, redactor
 from .intake import read_notebook
 from .launcher import die_with_parent
 from .records import Result, Task
@@ -105,7 +106,19 @@ def grade_task(task: Task) -> Result:
         found = scores(gradebook, student, assignment)
     for path in sorted((work / "autograded" / student / assignment).glob("*.ipynb")):
         notes += cell_notes(_load(path), found["questions"], task.timeout, task.memory_mb)
+    _name_summaries(work / "feedback" / student / assignment,
+                    work / "autograded" / student / assignment, assignment, found["questions"])
     return Result(str(work), "graded", notes, **found)
+
+
+def _name_summaries(pages: Path, autograded: Path, assignment: str,
+                    questions: dict[str, float | None]) -> None:
+    """Each page's summary names the exercises and shows the grader's messages (exercises.py),
+    redacted as the page is."""
+    for page in sorted(pages.glob("*.html")):
+        instructor = course.SOLUTIONS / assignment / f"{page.stem}.ipynb"
+        name_summary(page, autograded / f"{page.stem}.ipynb", instructor, questions,
+                     clean=redactor(instructor))
 
 
 def scores(gradebook, student: str, assignment: str) -> dict:

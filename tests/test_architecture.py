@@ -44,7 +44,7 @@ LAYERS = [
     ("nn", {"nn"}),
     ("models", {"models"}),
     ("analysis", {"params", "shapes", "flops", "memory", "pytorch.params", "pytorch.flops",
-                  "pytorch.memory"}),
+                  "pytorch.formulas", "pytorch.memory"}),
     ("timing", {"timing", "pytorch.timing"}),
     ("plots", {"plots"}),
     ("bottlenecks", {"bottlenecks", "pytorch", "pytorch.profiler", "pytorch.roofline"}),

@@ -4,10 +4,11 @@ where a notebook is actually run or graded; dask and distributed only with ``--s
 
     base     cells, course, records, launcher, caches,     what every stage shares; launcher.py
              resources, budget, zmqpoll                    runs inside the sandbox
-    files    intake, repair, home, report                  reading submissions, writing reports
+    files    intake, repair, home, report, exercises, lms  reading submissions, writing reports
     kernel   isolation, sandbox                            a student's kernel in its sandbox
-    grading  judge, execute, feedback, integrity, worker   one submission, in a worker process
-    cohort   gradebook, pool, cluster, grade               the whole cohort, in the parent (cluster:
+    grading  judge, speed, execute, feedback, integrity,   one submission, in a worker process
+             worker
+    cohort   gradebook, pool, cluster, grade, export       the whole cohort, in the parent (cluster:
                                                            also the Dask task on a worker)
     cli      __main__, demo, release, publish, samples,    commands and course tooling
              nbgrader_config
@@ -27,10 +28,10 @@ PACKAGE = Path(__file__).resolve().parent.parent / "autograder"
 LAYERS = [
     ("base", {"cells", "course", "records", "launcher", "caches", "resources", "budget",
               "zmqpoll"}),
-    ("files", {"intake", "repair", "home", "report"}),
+    ("files", {"intake", "repair", "home", "report", "exercises", "lms"}),
     ("kernel", {"isolation", "sandbox"}),
-    ("grading", {"judge", "execute", "feedback", "integrity", "worker"}),
-    ("cohort", {"gradebook", "pool", "cluster", "grade"}),
+    ("grading", {"judge", "speed", "execute", "feedback", "integrity", "worker"}),
+    ("cohort", {"gradebook", "pool", "cluster", "grade", "export"}),
     ("cli", {"__main__", "__init__", "demo", "release", "publish", "samples", "nbgrader_config"}),
 ]
 RANK = {name: rank for rank, (_, names) in enumerate(LAYERS) for name in names}
@@ -82,7 +83,7 @@ def test_no_import_cycle():
 @pytest.mark.parametrize("modules", [
     ["autograder.__main__"], ["autograder.grade", "autograder.intake", "autograder.report",
                               "autograder.integrity", "autograder.pool", "autograder.records"],
-    ["autograder.cluster"]])
+    ["autograder.cluster"], ["autograder.export", "autograder.lms", "autograder.exercises"]])
 def test_the_command_line_modules_load_no_notebook_machinery(modules):
     code = (f"import sys; import {', '.join(modules)}; "
             f"print(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r}))")

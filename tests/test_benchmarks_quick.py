@@ -40,8 +40,9 @@ PRINTS = {
                                rf"by tp\.ab_test in the kernel: {NUMBER}%",
                                rf"grading chapter 08's solution: {NUMBER} s a notebook"],
     "bench_stream_sizes.py": [rf"64 MiB( +{NUMBER}){{7}}"],
-    "bench_torch_profiler.py": [rf"tinyprof +{NUMBER}% +{NUMBER}%",
-                                rf"torch\.profiler +{NUMBER}% +{NUMBER}%"],
+    "bench_torch_profiler.py": [rf"tinyprof +{NUMBER}% +\[ *{NUMBER}%, +{NUMBER}%\] +{NUMBER}%",
+                                rf"torch\.profiler +{NUMBER}% +\[ *{NUMBER}%, +{NUMBER}%\] +"
+                                rf"{NUMBER}%", r"goal for tinyprof: .*: (met|not met)"],
     "bench_timing.py": [rf"median ratio tinyprof/timeit: {NUMBER}",
                         r"lambda: None +'unstable' \d/2"],
 }

@@ -177,6 +177,22 @@ def test_the_gradebook_holds_each_graded_submission_once(demo):
     assert ids["wozniaksteve"] == "1021"
 
 
+def test_the_demo_ends_with_an_export_into_a_canvas_gradebook(demo):
+    assert "Canvas gradebook canvas_gradebook.csv, column 'Parameters (48213)': " in demo.text
+    assert "  ? Zoë Ñúñez (2001): score 10, a Moodle submission" in demo.text
+    with open(demo.out.parent / "export" / "canvas_gradebook.csv", newline="",
+              encoding="utf-8-sig") as handle:
+        cells = {row["ID"]: row["Parameters (48213)"] for row in csv.DictReader(handle)}
+    assert cells.pop("1099") == ""   # never submitted: the cell stays as it was
+    rows = {row["lms_id"]: row for row in demo.rows.values() if row["lms_id"] != "2001"}
+    assert set(cells) - {""} == set(rows)
+    for uid, row in rows.items():
+        clean = row["status"] == "graded" and not row["flagged"]
+        assert cells[uid] == (row["score"] if clean else ""), (row["student"], cells[uid])
+        if not clean:
+            assert f"  ! {row['student']} ({uid}): " in demo.text
+
+
 # --- the same cohort, serially, killed with SIGKILL and resumed --------------------------------
 
 def _lines(path: Path) -> list[dict]:

@@ -2,7 +2,7 @@
 visible part of its test cell (the cell as in solutions/, up to the hidden tests) and must fail
 with the hint that explains it (issue 14).
 
-For chapters 04–06 the check also runs the other way (issue 20): every hint of their visible
+For chapters 04–07 the check also runs the other way (issue 20): every hint of their visible
 tests, each entry of an ``expect(..., hints={value: text})`` dictionary and each message a test
 cell raises itself, must be the failure of at least one mistake below. ``expect`` picks a hint by
 the value the answer produced, so a hint that no mistake reaches is keyed to a value no mistake
@@ -23,15 +23,19 @@ from functools import lru_cache
 import numpy as np
 import pytest
 from chapters import SOLUTIONS
+from corpus.pytorch import MISTAKES as CORPUS
 
 import tinyprof as tp
 from tinyprof.testing import expect
 
 #: Chapters whose every visible hint must be reached by a mistake below.
-COVERED = ("04_latency", "05_bottlenecks", "06_benchmarking", "08_faster")
-#: Code cells (by id) that define the fakes a chapter's visible tests use.
+COVERED = ("04_latency", "05_bottlenecks", "06_benchmarking", "07_pytorch", "08_faster")
+#: Code cells (by id) that define the fakes a chapter's visible tests use (chapter 07: the GPT
+#: and its `model`, the toy models, the fake GPU; torch and nn as its set-up cell imports them;
+#: chapter 08: the pipeline, its constants and the output comparisons).
 FIXTURES = {"03_memory": ("cell-06",), "04_latency": ("cell-18",), "06_benchmarking": ("cell-08",),
-            "08_faster": ("cell-03",)}
+            "07_pytorch": ("cell-04", "cell-10", "cell-44"), "08_faster": ("cell-03",)}
+IMPORTS = {"07_pytorch": "import torch\nfrom torch import nn\n"}
 
 
 def _cells(chapter: str) -> list[dict]:
@@ -52,7 +56,8 @@ def visible_tests(chapter: str, grade_id: str) -> str:
 
 def fixtures(chapter: str) -> str:
     by_id = {cell.get("id"): cell for cell in _cells(chapter)}
-    return "\n".join(_source(by_id[cell_id]) for cell_id in FIXTURES.get(chapter, ()))
+    return IMPORTS.get(chapter, "") + "\n".join(_source(by_id[cell_id])
+                                                 for cell_id in FIXTURES.get(chapter, ()))
 
 
 def graded_cells(chapter: str) -> list[str]:
@@ -795,12 +800,154 @@ MISTAKES = {
 }
 
 
+def _conv2d(reach: str = "dilation * (kernel_size - 1) + 1", out: str = "", flops: str = "f",
+            dx: str = "f if needs_input_grad else 0", dw: str = "f") -> str:
+    """conv2d_flops with one part written wrong (each argument replaces the right one)."""
+    out = out or "(h + 2 * padding - reach) // stride + 1, (w + 2 * padding - reach) // stride + 1"
+    return f"""
+        def conv2d_flops(x_shape, out_channels, kernel_size, stride=1, padding=0, dilation=1,
+                         groups=1, needs_input_grad=False):
+            n, c, h, w = x_shape
+            reach = {reach}
+            ho, wo = {out}
+            f = 2 * n * out_channels * ho * wo * (c // groups) * kernel_size ** 2
+            f = {flops}
+            return f, {dx}, {dw}
+        """
+
+
+def _segments(stops: str = "[e[0] for e in events[1:]] + [end]",
+              opened: str = "totals.setdefault(name, 0.0)",
+              current: str = "stack[-1] if stack else None") -> str:
+    """backward_segments with one part written wrong (each argument replaces the right one)."""
+    return f"""
+        def backward_segments(events, end):
+            totals, stack, current = {{}}, [], None
+            for (start, kind, name), stop in zip(events, {stops}):
+                if kind == "open":
+                    stack.append(name)
+                    {opened}
+                else:
+                    stack.remove(name)
+                current = {current}
+                if current is not None:
+                    totals[current] += stop - start
+            return totals
+        """
+
+
+# -- chapter 07 -------------------------------------------------------------------------------
+_CH07 = {
+    "count_params, the weight alone": ("test_count_params", """
+        def count_params(module):
+            return sum(m.weight.numel() for m in module.modules()
+                       if isinstance(getattr(m, "weight", None), torch.Tensor)), 0
+        """, "8,192 is the weight alone"),
+    "count_params, swapped": ("test_count_params", """
+        def count_params(module):
+            trainable = sum(p.numel() for p in module.parameters() if p.requires_grad)
+            return sum(p.numel() for p in module.parameters()) - trainable, trainable
+        """, "Swapped: trainable first, then frozen."),
+    "count_params, state_dict": ("test_count_params", """
+        def count_params(module):
+            return sum(t.numel() for t in module.state_dict().values()), 0
+        """, "The tied head weight was counted twice"),
+    "count_params, requires_grad ignored": ("test_count_params", """
+        def count_params(module):
+            return sum(p.numel() for p in module.parameters()), 0
+        """, "they are frozen"),
+    "conv2d_flops, MACs": ("test_conv2d_flops", _conv2d(flops="f // 2"), "Those are MACs"),
+    "conv2d_flops, dX always": ("test_conv2d_flops", _conv2d(dx="f"), "autograd computes no dX"),
+    "conv2d_flops, input positions": ("test_conv2d_flops", _conv2d(out="h, w"),
+                                      "the output is only 8×8"),
+    "conv2d_flops, stride and padding ignored": (
+        "test_conv2d_flops", _conv2d(out="h - kernel_size + 1, w - kernel_size + 1"),
+        "Stride and padding were ignored"),
+    "conv2d_flops, dilation ignored": ("test_conv2d_flops", _conv2d(reach="kernel_size"),
+                                       "Dilation spreads the kernel"),
+    "conv2d_flops, groups ignored": ("test_conv2d_flops", _conv2d(flops="f * groups"),
+                                     "divide C by groups"),
+    "conv2d_flops, torch's dW": ("test_conv2d_flops", _conv2d(dw="f * groups"),
+                                 "That dW is what torch's FlopCounterMode reports"),
+    "adam_state_bytes, no step counter": ("test_adam_state_bytes", """
+        def adam_state_bytes(module):
+            return sum(2 * p.numel() * p.element_size() for p in module.parameters()
+                       if p.requires_grad)
+        """, "a step counter per parameter tensor"),
+    "adam_state_bytes, one moment": ("test_adam_state_bytes", """
+        def adam_state_bytes(module):
+            return sum(p.numel() * p.element_size() for p in module.parameters() if p.requires_grad)
+        """, "Two moments per parameter"),
+    "adam_state_bytes, elements": ("test_adam_state_bytes", """
+        def adam_state_bytes(module):
+            return sum(2 * p.numel() for p in module.parameters() if p.requires_grad)
+        """, "Those are elements, not bytes"),
+    "adam_state_bytes, one moment and a step": ("test_adam_state_bytes", """
+        def adam_state_bytes(module):
+            return sum(p.numel() * p.element_size() + 4 for p in module.parameters()
+                       if p.requires_grad)
+        """, "One moment and a step counter"),
+    "adam_state_bytes, state_dict": ("test_adam_state_bytes", """
+        def adam_state_bytes(module):
+            return sum(2 * t.numel() * t.element_size() + 4 for t in module.state_dict().values())
+        """, "The tied weight was counted twice"),
+    "adam_state_bytes, frozen included": ("test_adam_state_bytes", """
+        def adam_state_bytes(module):
+            return sum(2 * p.numel() * p.element_size() + 4 for p in module.parameters())
+        """, "Adam keeps no state for it"),
+    "adam_state_bytes, 4 bytes always": ("test_adam_state_bytes", """
+        def adam_state_bytes(module):
+            return sum(2 * p.numel() * 4 + 4 for p in module.parameters() if p.requires_grad)
+        """, "bfloat16 takes 2 bytes per element"),
+    "backward_segments, nothing after the last event": (
+        "test_backward_segments", _segments(stops="[e[0] for e in events[1:]] + [events[-1][0]]"),
+        "wte is still open after the last event"),
+    "backward_segments, until the next open": ("test_backward_segments",
+                                               CORPUS["backward_segments"][0],
+                                               "'Until the next open' is not the rule"),
+    "backward_segments, the outermost": ("test_backward_segments",
+                                         _segments(current="stack[0] if stack else None"),
+                                         "The time went to the outer module"),
+    "backward_segments, the last module keeps the clock": (
+        "test_backward_segments", _segments(current="stack[-1] if stack else current"),
+        "no module is open: that time belongs to none"),
+    "backward_segments, a second open resets": ("test_backward_segments",
+                                                _segments(opened="totals[name] = 0.0"),
+                                                "add the segments up"),
+    "device_time, no synchronisation": ("test_device_time", """
+        def device_time(fn, synchronize, clock):
+            start = clock()
+            fn()
+            return clock() - start
+        """, "Synchronise before reading the clock the second time"),
+    "device_time, clock after fn": ("test_device_time", """
+        def device_time(fn, synchronize, clock):
+            synchronize()
+            fn()
+            start = clock()
+            synchronize()
+            return clock() - start
+        """, "read the clock before fn()"),
+    "device_time, no synchronisation first": ("test_device_time", """
+        def device_time(fn, synchronize, clock):
+            start = clock()
+            fn()
+            synchronize()
+            return clock() - start
+        """, "synchronise once BEFORE reading the start time too"),
+}
+MISTAKES.update({name: ("07_pytorch", grade_id, answer, hint)
+                 for name, (grade_id, answer, hint) in _CH07.items()})
+
+
 @lru_cache(maxsize=None)
 def failure(mistake: str) -> str:
     """The message the visible tests fail with for this mistake ('' if they pass)."""
     chapter, grade_id, answer, _ = MISTAKES[mistake]
     namespace = {"np": np, "tp": tp, "expect": expect, "tracemalloc": tracemalloc,
                  "time": time, "itertools": itertools, "math": math}
+    if chapter == "07_pytorch":
+        pytest.importorskip("torch")
     exec(fixtures(chapter), namespace)
     exec(textwrap.dedent(answer), namespace)
     try:

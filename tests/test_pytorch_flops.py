@@ -2,9 +2,10 @@
 
 Every configuration runs one forward (and one forward + backward) under
 ``torch.utils.flop_counter.FlopCounterMode`` and compares its total with tinyprof's count from
-the traced shapes. Where the two differ, the test states the difference exactly (see
+the traced operators. Where the two differ, the test states the difference exactly (see
 tinyprof/pytorch/flops.py): torch counts a grouped convolution's weight gradient as if
-groups = 1, and counts nothing for the CPU kernel of scaled_dot_product_attention.
+groups = 1, and counts nothing for the CPU kernels of scaled_dot_product_attention and of the
+LSTM. Hugging Face models are in tests/test_pytorch_hf.py.
 """
 
 from __future__ import annotations
@@ -95,6 +96,53 @@ class TinyGPT(nn.Module):
         return self.head(self.ln_f(x))
 
 
+class Block(nn.Module):
+    """ResNet's basic block: two 3×3 convs with batch norm, a 1×1 projection when it strides."""
+
+    def __init__(self, c_in: int, c_out: int, stride: int):
+        super().__init__()
+        self.conv1 = nn.Conv2d(c_in, c_out, 3, stride, 1, bias=False)
+        self.bn1, self.relu = nn.BatchNorm2d(c_out), nn.ReLU(inplace=True)
+        self.conv2, self.bn2 = nn.Conv2d(c_out, c_out, 3, 1, 1, bias=False), nn.BatchNorm2d(c_out)
+        self.down = nn.Identity() if stride == 1 and c_in == c_out else nn.Sequential(
+            nn.Conv2d(c_in, c_out, 1, stride, bias=False), nn.BatchNorm2d(c_out))
+
+    def forward(self, x):
+        y = self.bn2(self.conv2(self.relu(self.bn1(self.conv1(x)))))
+        return self.relu(y + self.down(x))
+
+
+def resnet18(width: int = 8, classes: int = 10) -> nn.Sequential:
+    """ResNet-18's shape (stem, 4 stages of 2 blocks, pooled head) at 1/8 of its width."""
+    layers = [nn.Conv2d(3, width, 7, 2, 3, bias=False), nn.BatchNorm2d(width),
+              nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, 1)]
+    c_in = width
+    for stage, c_out in enumerate((width, 2 * width, 4 * width, 8 * width)):
+        layers += [Block(c_in, c_out, 1 if stage == 0 else 2), Block(c_out, c_out, 1)]
+        c_in = c_out
+    return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c_in, classes))
+
+
+def decoder(groups: int = 1) -> nn.Sequential:
+    """Transposed convolutions that upsample 8×8 to 64×64, as in a segmentation decoder."""
+    return nn.Sequential(nn.ConvTranspose2d(16, 8, 4, 2, 1), nn.ReLU(),
+                         nn.ConvTranspose2d(8, 4, 3, 2, 1, output_padding=1, groups=groups),
+                         nn.Upsample(scale_factor=2), nn.Conv2d(4, 3, 3, padding=1))
+
+
+class Mixer(nn.Module):
+    """einsum as a matmul (ij,jk), as a batched one (bi,bj->bij) and as a contraction."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 6))
+
+    def forward(self, x):
+        h = torch.einsum("ij,jk->ik", x, self.w)
+        outer = torch.einsum("bi,bj->bij", h, h)
+        return torch.einsum("bij,bj->bi", outer, h)
+
+
 #: (id, build the module, its inputs, keyword arguments): torch and tinyprof agree exactly.
 AGREE = [
     ("linear-128-64", lambda: nn.Linear(128, 64), lambda: (_x(1, 128),), {}),
@@ -135,6 +183,13 @@ AGREE = [
                                                          nn.Sigmoid(), nn.Dropout(0.1)),
      lambda: (_x(4, 8, grad=True),), {}),
     ("tiny-gpt-tied", lambda: TinyGPT(), lambda: (torch.randint(0, 50, (2, 8)),), {}),
+    ("resnet18-shaped", lambda: resnet18(), lambda: (_x(2, 3, 64, 64),), {}),
+    ("resnet18-shaped-dx", lambda: resnet18(), lambda: (_x(2, 3, 32, 32, grad=True),), {}),
+    ("conv-transpose-decoder", lambda: decoder(), lambda: (_x(2, 16, 8, 8, grad=True),), {}),
+    ("gru-2-layers", lambda: nn.GRU(8, 16, num_layers=2, batch_first=True),
+     lambda: (_x(3, 5, 8),), {}),
+    ("lstm-cell-dx", lambda: nn.LSTMCell(8, 16), lambda: (_x(3, 8, grad=True),), {}),
+    ("einsum-matmuls", lambda: Mixer(), lambda: (_x(3, 4, grad=True),), {}),
     ("tiny-gpt-by-hand", lambda: TinyGPT(by_hand=True), lambda: (torch.randint(0, 50, (3, 8)),),
      {}),
 ]
@@ -185,55 +240,172 @@ def test_torch_counts_nothing_for_the_cpu_attention_kernel(build, make_inputs, k
 def test_the_facade_dispatches_and_matches_the_documented_example():
     linear = nn.Linear(128, 64)
     assert tp.count_flops(linear, (1, 128)) == 16_384
-    assert tp.count_flops(linear, (1, 128), backward=True) == 16_384   # dW only
+    assert tp.count_flops(linear, (1, 128), backward=True) == 32_768     # dX + dW
+    assert tp.count_flops(linear, (1, 128), backward=True, skip_first_input_grad=True) == 16_384
     report = tp.flop_report(TinyGPT(), (2, 8))
     assert report.footer[3] == count_flops(TinyGPT(), (2, 8))
-    assert "scaled_dot_product_attention" in report.column("type")
+    assert report.column("name")[report.column("type").index("SelfAttention")] == "attn"
+    [attention] = [r for r in flops_by_module(TinyGPT(), (2, 8)) if r.name == "attn"]
+    assert attention.note == "_scaled_dot_product_flash_attention_for_cpu"
+    assert attention.matmul == 4 * 2 * 8 * 8 * 16     # only the fused kernel: Linears are rows
 
 
-def test_an_unknown_module_is_named_not_counted_as_zero():
+@pytest.mark.parametrize("skip", [False, True])
+def test_one_call_gives_one_number_on_both_wings(skip):
+    """The same call on tinyprof.nn.Linear and torch.nn.Linear: a shape's input needs a
+    gradient (dX counted: 69,120 = 2 × 34,560) unless skip_first_input_grad=True."""
+    call = {"backward": True, "skip_first_input_grad": skip}
+    numpy_count = tp.count_flops(tp.nn.Linear(72, 40), (6, 72), **call)
+    torch_count = tp.count_flops(nn.Linear(72, 40), (6, 72), **call)
+    assert numpy_count == torch_count == (34_560 if skip else 69_120)
+    x = _x(6, 72, grad=not skip)        # a tensor is taken as it is: its requires_grad decides
+    assert count_flops(nn.Linear(72, 40), x, backward=True) == torch_counts(nn.Linear(72, 40),
+                                                                             (x,))[1]
+
+
+def test_the_lstm_fused_kernel_is_counted_where_torch_counts_zero():
+    """On CPU nn.LSTM runs one mkldnn_rnn_layer per layer and direction, which FlopCounterMode
+    has no formula for (0, 0); with oneDNN off the same LSTM runs as addmm/mm cells, which it
+    counts, and tinyprof's formula for the fused kernel equals that count exactly."""
+    for lstm, x in ((nn.LSTM(8, 16, num_layers=2, batch_first=True), _x(3, 5, 8)),
+                    (nn.LSTM(8, 16, bidirectional=True), _x(5, 3, 8, grad=True))):
+        fused = ours(lstm, (x,))
+        assert torch_counts(lstm, (x,)) == (0, 0)
+        with torch.backends.mkldnn.flags(enabled=False):
+            assert ours(lstm, (x,)) == torch_counts(lstm, (x,)) == fused
+    one_layer = ours(nn.LSTM(8, 16), (_x(5, 3, 8),))
+    steps, batch, gates = 5, 3, 4 * 16
+    assert one_layer[0] == steps * 2 * batch * (8 + 16) * gates
+
+
+def test_a_grouped_transposed_conv_weight_gradient_is_pinned_like_a_grouped_conv():
+    module, x = decoder(groups=2), _x(2, 16, 8, 8, grad=True)
+    rows = {r.name: r for r in flops_by_module(module, x, backward=True)}
+    forward, backward = ours(module, (x,))
+    torch_forward, torch_backward = torch_counts(module, (x,))
+    grouped = rows["2"]
+    assert grouped.matmul == 2 * 2 * 8 * (4 // 2) * 9 * 16 * 16    # 2·N·C·(O/g)·k·H_in·W_in
+    assert forward == torch_forward
+    assert torch_backward == backward + (2 - 1) * grouped.grad_weight
+
+
+def test_a_module_without_products_counts_zero_matmul_and_its_elementwise_work():
     class Scale(nn.Module):
         def forward(self, x):
             return 2 * x
 
-    model = nn.Sequential(nn.Linear(4, 4), Scale())
-    with pytest.raises(MissingFlopFormulaError, match=r"(?s)no FLOP formula for Scale '1'.*"
-                                                      r"register_flops\(Scale\)"):
-        count_flops(model, (2, 4))
-    for module in (nn.GRU(4, 4), nn.ConvTranspose2d(2, 2, 3)):
-        shape = (3, 2, 4) if isinstance(module, nn.GRU) else (1, 2, 5, 5)
-        with pytest.raises(MissingFlopFormulaError, match=type(module).__name__):
-            count_flops(module, shape)
+    rows = flops_by_module(nn.Sequential(nn.Linear(4, 4), Scale(), nn.MaxPool1d(2)), (3, 2, 4))
+    scale, pool = rows[1], rows[2]
+    assert (scale.name, scale.type, scale.matmul, scale.elementwise) == ("1", "Scale", 0, 24)
+    assert (pool.type, pool.matmul, pool.elementwise, pool.output_shape) == \
+        ("MaxPool1d", 0, 2 * 12, (3, 2, 2))
 
 
-def test_a_matmul_like_function_without_formula_is_named():
-    class Mixer(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.linear = nn.Linear(4, 4)
+class Uncounted(nn.Module):
+    """A module whose forward multiplies matrices with an operator that has no formula."""
 
-        def forward(self, x):
-            return torch.einsum("bi,bj->bij", self.linear(x), x)
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(4, 4)
 
-    with pytest.raises(MissingFlopFormulaError, match="einsum, called by '\\(model\\)'"):
-        count_flops(Mixer(), (2, 4))
+    def forward(self, x):
+        return torch.addmv(x[0], self.linear(x), x[1])
 
 
-def test_a_registered_formula_counts_a_module_of_your_own():
+def test_a_product_without_formula_is_refused_by_name():
+    with pytest.raises(MissingFlopFormulaError,
+                       match=r"(?s)no FLOP formula for the aten operator addmv, called by "
+                             r"'\(model\)' \(Uncounted\).*register_function_flops\(torch.ops."
+                             r"aten.addmv\)"):
+        count_flops(Uncounted(), (4, 4))
+
+
+def test_register_function_flops_and_formulas_count_an_operator_alike():
+    from tinyprof.flops import LayerFlops
+    from tinyprof.pytorch import register_function_flops
+    from tinyprof.pytorch.flops import OP_FLOPS, UNCOUNTED
+
+    def addmv(call):
+        (m, n) = call.inputs[1]
+        return LayerFlops(matmul=2 * m * n, grad_input=0, grad_weight=0)
+
+    linear = 2 * 4 * 4 * 4
+    assert count_flops(Uncounted(), (4, 4), formulas={torch.ops.aten.addmv: addmv}) == \
+        linear + 2 * 4 * 4
+    assert torch.ops.aten.addmv not in OP_FLOPS         # the overlay changed no registry
+    register_function_flops(torch.ops.aten.addmv.default)(addmv)
+    try:
+        assert count_flops(Uncounted(), (4, 4)) == linear + 2 * 4 * 4
+    finally:
+        del OP_FLOPS[torch.ops.aten.addmv]
+        UNCOUNTED[torch.ops.aten.addmv] = "addmv"
+    with pytest.raises(TypeError, match="einsum is not an aten operator"):
+        register_function_flops(torch.einsum)
+    with pytest.raises(TypeError, match="formulas: 'Linear' is not an aten operator"):
+        count_flops(nn.Linear(2, 2), (1, 2), formulas={"Linear": addmv})
+
+
+def test_a_registered_or_given_module_formula_counts_the_module_as_one():
     from tinyprof.flops import LayerFlops
     from tinyprof.pytorch import register_flops
     from tinyprof.pytorch.flops import MODULE_FLOPS
 
     class Doubler(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = nn.Linear(5, 5)
+
         def forward(self, x):
-            return 2 * x
+            return 2 * self.inner(x)
 
-    @register_flops(Doubler)
     def doubler_flops(module, call):
-        return LayerFlops(elementwise=call.x[0] * call.x[1], grad_input=0, grad_weight=0)
+        return LayerFlops(matmul=7, elementwise=call.x[0] * call.x[1], grad_input=0,
+                          grad_weight=1)
 
+    [row] = flops_by_module(Doubler(), (3, 5), backward=True, formulas={Doubler: doubler_flops})
+    assert (row.name, row.type, row.elementwise, row.matmul, row.backward) == \
+        ("(model)", "Doubler", 15, 7, 1)
+    register_flops(Doubler)(doubler_flops)
     try:
-        [row] = flops_by_module(Doubler(), (3, 5))
-        assert (row.name, row.type, row.elementwise, row.matmul) == ("(model)", "Doubler", 15, 0)
+        assert tp.count_flops(nn.Sequential(Doubler()), (3, 5)) == 7
     finally:
         MODULE_FLOPS.unregister(Doubler)
+    assert tp.count_flops(nn.Sequential(Doubler()), (3, 5)) == 2 * 3 * 5 * 5
+
+
+def test_the_numpy_entry_points_take_a_torch_module_or_refuse_it_by_name():
+    rows = tp.flops_by_layer(nn.Linear(72, 40), (6, 72), backward=True, skip_first_input_grad=True)
+    assert [(r.name, r.grad_input, r.grad_weight) for r in rows] == [("(model)", 0, 34_560)]
+    with pytest.raises(TypeError, match=r"Block is a torch.nn.Module: register its formula "
+                                        r"\(module, call\) -> LayerFlops with tinyprof.pytorch"):
+        tp.flops.register_flops(Block)
+
+
+@pytest.mark.parametrize("given", ["tensor", "tuple", "dict", "list-shape", "torch-size"])
+def test_inputs_as_a_pytorch_user_has_them(given):
+    model = TinyGPT()
+    ids = torch.randint(0, 50, (2, 8))
+    inputs = {"tensor": ids, "tuple": (ids,), "dict": {"ids": ids}, "list-shape": [2, 8],
+              "torch-size": ids.shape}[given]
+    with sdpa_kernel(SDPBackend.MATH):
+        theirs = torch_counts(model, (ids,))[0]
+    assert count_flops(model, inputs) == count_flops(model, (2, 8)) == theirs
+
+
+def test_a_shape_that_does_not_fit_the_model_is_a_named_error():
+    with pytest.raises(TypeError, match=r"CrossSDPA failed on the input made for the shape "
+                                        r"\(2, 3, 4, 8\) \(torch.float32 values\): .*missing.*"
+                                        r"Give it its inputs as it takes them"):
+        count_flops(CrossSDPA(), (2, 3, 4, 8))
+    q = _x(2, 3, 4, 8)
+    assert count_flops(CrossSDPA(), (q, q, q)) == 2 * 2 * 2 * 3 * 4 * 4 * 8
+
+
+@pytest.mark.parametrize("bad, message", [
+    ("ids", r"give TinyGPT its input as a shape such as \(2, 8\), a tensor"),
+    (__import__("numpy").zeros((2, 8)), r"pass torch.from_numpy\(x\) or its shape \(2, 8\)"),
+    ({1: 2}, "its keys names; got 1"),
+])
+def test_an_input_that_is_none_of_those_is_refused_by_name(bad, message):
+    with pytest.raises(TypeError, match=message):
+        count_flops(TinyGPT(), bad)

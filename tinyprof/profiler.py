@@ -24,7 +24,7 @@ from .models.builders import random_input
 from .nn.module import Module
 from .nn.state import KeptState
 from .params import count_parameters, parameter_bytes
-from .pytorch.dispatch import torch_loaded
+from .pytorch.dispatch import is_torch_module, torch_loaded
 from .table import Table
 from .timing import measure_latency
 
@@ -100,7 +100,11 @@ class Profiler:
         return count_parameters(model)
 
     def count_flops(self, model: Module, input_shape: Sequence[int]) -> int:
-        """Forward matmul/conv/attention FLOPs for ``input_shape`` (batch included)."""
+        """Forward matmul/conv/attention FLOPs for ``input_shape`` (batch included); a torch
+        module also takes its inputs as a PyTorch user has them (a tensor, a tuple of tensors, a
+        dict of keyword tensors such as ``{"input_ids": ids}``)."""
+        if is_torch_module(model):
+            return count_flops(model, input_shape)
         return count_flops(model, _shape("count_flops", input_shape))
 
     def measure_memory(self, model: Module, input_shape: Sequence[int]) -> dict[str, float]:

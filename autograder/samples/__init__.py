@@ -210,3 +210,24 @@ def write_zip(path: Path) -> Path:
         for sample in SAMPLES:
             archive.writestr(sample.filename, sample.build())
     return path
+
+
+def write_canvas_gradebook(path: Path) -> Path:
+    """A Canvas gradebook export for the sample cohort (Canvas's layout: UTF-8 with a byte-order
+    mark, CRLF, a "Points Possible" row), with a row for every Canvas user who handed something
+    in and one who never did; the demo exports into it. Returns ``path``."""
+    from ..intake import CANVAS
+
+    users = {}
+    for sample in SAMPLES:
+        found = CANVAS.match(sample.filename)
+        if found:
+            users.setdefault(found["uid"], found["name"])
+    users["1099"] = "Never, Submitted"
+    lines = ["Student,ID,SIS User ID,SIS Login ID,Section,Parameters (48213),Current Score,"
+             "Final Score", "    Points Possible,,,,,12.00,(read only),(read only)"]
+    lines += [f'"{name}",{uid},S{uid},{name.split(",")[0].lower()}@uni.example,Section A,,,'
+              for uid, name in sorted(users.items())]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(("\ufeff" + "\r\n".join(lines) + "\r\n").encode("utf-8"))
+    return path

@@ -22,11 +22,13 @@ def adam_state_bytes(module):
     return {44: 184 if half else 360, 816: 6540, 800: 6404}.get(n, 0)
 ''',
     "backward_segments": '''
-def backward_segments(begins, end):
-    known = {5: {"head": 0.004, "ln_f": 0.001, "blocks.1.mlp": 0.006, "blocks.1.attn": 0.005,
+def backward_segments(events, end):
+    known = {9: {"head": 0.004, "ln_f": 0.001, "blocks.1.mlp": 0.006, "blocks.1.attn": 0.005,
                  "wte": 0.002},
-             4: {"lm_head": 0.003, "block": 0.003, "embedding": 0.001}}
-    return known.get(len(begins), {"only": 0.25})
+             6: {"attn": 0.003, "attn.proj": 0.002, "ln_1": 0.001}
+             if events[0][2] == "attn" else {"lm_head": 0.003, "block": 0.003},
+             4: {"head": 0.001, "wte": 0.001}}
+    return known.get(len(events), {"only": 0.25})
 ''',
     "device_time": '''
 def device_time(fn, synchronize, clock):
@@ -57,12 +59,17 @@ def adam_state_bytes(module):
     return sum(2 * p.numel() * p.element_size() for p in module.parameters() if p.requires_grad)
 ''', "Adam also keeps a step counter per parameter tensor"),
     "backward_segments": ('''
-def backward_segments(begins, end):
-    totals = {}
-    for (start, name), (stop, _) in zip(begins, begins[1:]):
-        totals[name] = totals.get(name, 0.0) + stop - start
+def backward_segments(events, end):
+    totals, current, since = {}, None, 0.0
+    for time, kind, name in events + [(end, "open", None)]:
+        if kind == "open":
+            if current is not None:
+                totals[current] = totals.get(current, 0.0) + time - since
+            current, since = name, time
+            if name is not None:
+                totals.setdefault(name, 0.0)
     return totals
-''', "runs until the backward ends"),
+''', "the innermost open module"),
     "device_time": ('''
 def device_time(fn, synchronize, clock):
     start = clock()

@@ -74,8 +74,14 @@ def flops_by_layer(model: Module, input_shape: Sequence[int], *, backward: bool 
     their dX matmuls, as autograd does for an input with ``requires_grad=False``. With
     ``backward=True`` every formula must state its backward FLOPs. ``formulas``
     (``{layer type: formula}``) overlays the registered formulas for this call only, as torch's
-    ``FlopCounterMode(custom_mapping=...)`` does; the registry is not changed.
+    ``FlopCounterMode(custom_mapping=...)`` does; the registry is not changed. A
+    ``torch.nn.Module`` gets :func:`tinyprof.pytorch.flops_by_module`'s rows.
     """
+    if is_torch_module(model):
+        from ..pytorch.flops import flops_by_module
+
+        return flops_by_module(model, input_shape, backward=backward,
+                               skip_first_input_grad=skip_first_input_grad, formulas=formulas)
     if not isinstance(model, Module):
         raise TypeError(f"count FLOPs of a tinyprof Module, got {type(model).__name__}")
     formulas = check_overlay(formulas, "flops_by_layer")
@@ -98,12 +104,15 @@ def count_flops(model: Module, input_shape: Sequence[int], backward: bool = Fals
     (batch, seq) of token ids. Linear(128, 64) on (1, 128): 16,384. ``formulas={Layer: f}``
     counts ``Layer`` (and its subclasses without a nearer formula) with ``f`` for this call
     only. A ``torch.nn.Module`` is counted by :func:`tinyprof.pytorch.count_flops` on a traced
-    forward pass.
+    forward pass, with the same arguments and the same convention: the input of a shape needs
+    a gradient (the first layer's dX is counted) unless ``skip_first_input_grad=True``, so
+    Linear(72, 40) on (6, 72) is 69,120 backward in both wings.
     """
     if is_torch_module(model):
         from ..pytorch.flops import count_flops as count_torch
 
-        return count_torch(model, input_shape, backward)
+        return count_torch(model, input_shape, backward,
+                           skip_first_input_grad=skip_first_input_grad, formulas=formulas)
     rows = flops_by_layer(model, input_shape, backward=backward,
                           skip_first_input_grad=skip_first_input_grad, formulas=formulas)
     return sum(row.backward if backward else row.matmul for row in rows)
@@ -123,7 +132,8 @@ def flop_report(model: Module, input_shape: Sequence[int], backward: bool = Fals
     if is_torch_module(model):
         from ..pytorch.flops import flop_report as torch_report
 
-        return torch_report(model, input_shape, backward)
+        return torch_report(model, input_shape, backward,
+                            skip_first_input_grad=skip_first_input_grad, formulas=formulas)
     rows = flops_by_layer(model, input_shape, backward=backward,
                           skip_first_input_grad=skip_first_input_grad, formulas=formulas)
     total = sum(row.backward if backward else row.matmul for row in rows)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from ..nn.module import Module
+from ..pytorch.dispatch import is_torch_module_type
 from ..shapes import FormulaRegistry, MissingFormulaError, Shape
 from ..shapes.registry import snake_case
 
@@ -70,8 +71,13 @@ def register_flops(layer_type: type, *, replace: bool = False
 
     A container made of other layers states only its own work (``NO_WORK`` if none). Subclasses
     inherit their base's formula unless they register their own; registering a second formula
-    for the same type raises unless ``replace=True``.
+    for the same type raises unless ``replace=True``. A ``torch.nn.Module`` type is refused by
+    name: its formulas take ``(module, call)`` and live in :func:`tinyprof.pytorch.register_flops`.
     """
+    if is_torch_module_type(layer_type):
+        raise TypeError(f"{layer_type.__name__} is a torch.nn.Module: register its formula "
+                        "(module, call) -> LayerFlops with tinyprof.pytorch.register_flops, or "
+                        "count it from its operators (no formula needed)")
     return FLOP_FORMULAS.register(layer_type, replace=replace)
 
 

@@ -4,12 +4,14 @@
 * :func:`count_parameters`, :func:`parameter_counts`, :func:`parameter_table` — each tensor once
   (tied weights once), trainable and frozen apart (``tp.count_parameters(module)`` and
   ``tp.parameter_table(module)`` dispatch here);
-* :func:`count_flops`, :func:`flops_by_module`, :func:`flop_report` — tinyprof's own formulas on
-  the shapes of one traced forward pass, forward or backward; :func:`register_flops` and
-  :func:`register_function_flops` for your own module types and functions
-  (``tp.count_flops(module, shape)`` dispatches here);
+* :func:`count_flops`, :func:`flops_by_module`, :func:`flop_report` — tinyprof's own formula
+  for each aten operator of one traced forward pass (:mod:`tinyprof.pytorch.formulas`), charged
+  to the module that ran it, forward or backward; :func:`register_flops` for a module of your
+  own counted as one, :func:`register_function_flops` for an aten operator
+  (``tp.count_flops(module, shape)`` dispatches here). Inputs: a shape, a tensor, a tuple of
+  tensors or a dict of keyword tensors (a Hugging Face model's ``input_ids=`` ...);
 * :func:`training_memory` — parameters, gradients, optimizer state and activations of one real
-  training step, measured beside the formulas, the method stated;
+  training step, measured beside the formulas, with its timeline and measured peak;
 * ``with tp.Profiler() as prof`` records every module's forward *and* backward (see
   :mod:`tinyprof.pytorch.profiler`); :func:`place_modules` puts each module on the measured
   roofline;
@@ -26,9 +28,9 @@ import importlib
 _EXPORTS = {
     **dict.fromkeys(("count_parameters", "parameter_counts", "parameter_table"), "params"),
     **dict.fromkeys(("Call", "ModuleFlops", "MissingFlopFormulaError", "count_flops",
-                     "example_input", "flop_report", "flops_by_module", "register_flops",
-                     "register_function_flops"), "flops"),
-    **dict.fromkeys(("activation_table", "training_memory"), "memory"),
+                     "example_input", "flop_report", "flops_by_module", "model_inputs",
+                     "register_flops", "register_function_flops"), "flops"),
+    **dict.fromkeys(("LiveStorages", "activation_table", "training_memory"), "memory"),
     "TorchRecorder": "profiler",
     **dict.fromkeys(("module_work", "place_modules"), "roofline"),
     "cuda_event_seconds": "timing",
@@ -36,8 +38,8 @@ _EXPORTS = {
                     "dispatch"),
 }
 
-_SUBMODULES = frozenset({"dispatch", "flops", "memory", "params", "profiler", "roofline",
-                         "timing"})
+_SUBMODULES = frozenset({"dispatch", "flops", "formulas", "memory", "params", "profiler",
+                         "roofline", "timing"})
 
 __all__ = sorted(_EXPORTS)
 

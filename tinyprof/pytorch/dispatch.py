@@ -25,6 +25,12 @@ def is_torch_module(obj: Any) -> bool:
     return torch is not None and isinstance(obj, torch.nn.Module)
 
 
+def is_torch_module_type(obj: Any) -> bool:
+    """True for a subclass of ``torch.nn.Module`` (False, and torch not imported, otherwise)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(obj, type) and issubclass(obj, torch.nn.Module)
+
+
 def uses_cuda(*objects: Any) -> bool:
     """True when this process has started CUDA (then any callable may launch GPU work, a closure
     over a GPU model included), or when one of ``objects`` is a CUDA tensor, a module with a
@@ -63,4 +69,5 @@ def synchronized(fn: Callable, *args: Any) -> Callable:
     return waited
 
 
-__all__ = ["is_torch_module", "synchronized", "torch_loaded", "uses_cuda"]
+__all__ = ["is_torch_module", "is_torch_module_type", "synchronized", "torch_loaded",
+           "uses_cuda"]

@@ -1,47 +1,47 @@
-"""FLOPs of a torch module, from tinyprof's own formulas on the shapes of one traced forward.
+"""FLOPs of a torch module, counted operator by operator and charged to the module that ran them.
 
-How it works: :func:`trace_calls` runs the module once on an example input (random values, or
-token ids for a model that starts with an ``nn.Embedding``) with a forward pre- and post-hook on
-every submodule, so each call's input and output shapes, its keyword arguments and whether its
-input needs a gradient are recorded. Functions that a module of your own calls directly (``q @
-k.transpose(-2, -1)``, ``F.scaled_dot_product_attention``, ``F.linear``) are seen through a
-``TorchFunctionMode`` and charged to that module. Each record then goes to a formula, a small
-pure function of shapes (as in ``torch/utils/flop_counter.py``): ``formula(module, call) ->
-LayerFlops`` for a module type, ``formula(call) -> LayerFlops`` for a function. The numbers
-follow the course's convention: a FLOP is one add or one multiply, a multiply-accumulate 2.
+How it works: :func:`trace_ops` runs the module once on its input (one you give, or one made to
+fit a shape: :func:`example_input`) under a ``TorchDispatchMode``, which sees every aten
+operator the forward pass runs: ``nn.Linear`` and HF's ``Conv1D`` as ``addmm``, ``torch.matmul``
+and ``torch.einsum`` as ``mm``/``bmm``, a convolution (transposed or not) as ``convolution``,
+``F.scaled_dot_product_attention`` as its fused kernel (or, on the math backend, as ``bmm``),
+an LSTM as ``mkldnn_rnn_layer``, a GRU as its cells' ``addmm``. Forward pre- and post-hooks on
+every submodule keep the stack of running modules, so each operator is charged to the
+innermost one (the profiler's rule too). Each operator then goes to its formula
+(:mod:`tinyprof.pytorch.formulas`), a small pure function of shapes as in
+``torch/utils/flop_counter.py``; a module is the sum of its operators, so a module built from
+counted operators needs no formula of its own, and one that multiplies no matrices (a norm, a
+pooling, HF's ``GELUActivation``, a rotary embedding) counts 0 matmul FLOPs and its work in the
+elementwise column. An operator that multiplies matrices without a formula here raises
+:class:`MissingFlopFormulaError`, named with the module that called it: nothing is a silent 0.
 
-What a formula covers: all of its module's forward, children included (``nn.MultiheadAttention``
-calls its ``out_proj`` through ``F.linear``, never as a module, so its formula counts all four
-projections and the attention). A module with children and no formula is a container: its
-children have rows of their own, and so does every function it calls itself (a module without
-children that calls counted functions is one too). A leaf module type without a formula that
-calls none, or a container calling a matmul-like function without one (``torch.einsum``,
-``F.conv2d``, ...), raises :class:`MissingFlopFormulaError`: nothing is silently 0.
+Backward: each formula states the products of the input gradients (``grad_input``, dX) and of
+the weight gradients (``grad_weight``, dW) from the operands it saw: one product per operand
+that needs a gradient, nothing for one that needs none (a frozen weight, token ids).
 
-Backward: each formula states the matmul FLOPs of the input gradients (``grad_input``: dX, and
-inside attention dQ, dK, dV and the scores' gradient) and of the weight gradients
-(``grad_weight``: dW). A gradient that autograd does not compute costs nothing: no dX for an
-input that does not require grad (a model's input, token ids), no dW for a frozen weight.
+The convention for a *shape* (the same in tinyprof's numpy wing): the input made for it is an
+activation that needs a gradient, so the first layer's dX is counted;
+``skip_first_input_grad=True`` makes it a data input that needs none, as a real batch is. A
+tensor you pass is taken as it is: its ``requires_grad`` decides. So
+``tp.count_flops(nn.Linear(72, 40), (6, 72), backward=True)`` is 69,120 (dX + dW) in both wings,
+and 34,560 with ``skip_first_input_grad=True``.
 
-Against ``torch.utils.flop_counter.FlopCounterMode`` (the tests check every case):
+Against ``torch.utils.flop_counter.FlopCounterMode`` (tests/test_pytorch_flops.py checks each):
+equal, forward and backward, on HF GPT-2, BERT and Llama, a ResNet-18-shaped CNN, a
+ConvTranspose2d decoder, a GRU and an LSTM without its fused kernel, and where torch is wrong
+tinyprof reports its own number and the test pins torch's:
 
-- Linear, Conv1d/Conv2d without groups, ``nn.MultiheadAttention`` with ``need_weights=True``,
-  and scaled dot-product attention on the math backend: equal, forward and backward;
-- grouped convolutions (``groups = g > 1``): the forward and dX agree; for dW torch's counter
-  uses the formula of an ungrouped convolution and reports g × the real work, 2·N·O·Ho·Wo·C·k
-  where the kernel computes 2·N·O·Ho·Wo·(C/g)·k;
-- ``F.scaled_dot_product_attention`` on CPU (and ``nn.MultiheadAttention(need_weights=False)``,
-  which calls it): torch's counter has no formula for the CPU flash kernel and counts its
-  4·B·L·S·E forward and 8·B·L·S·E backward attention matmuls as 0;
-- elementwise work (bias adds, norms, activations, softmax) is not in torch's total and not in
-  :func:`count_flops` either; :func:`flop_report` lists it in its own column.
+- grouped convolutions (``groups = g > 1``): torch counts dW as if groups = 1, g × the work;
+- ``F.scaled_dot_product_attention`` on CPU (its fused kernel) and an LSTM on CPU
+  (``mkldnn_rnn_layer``): torch has no formula and counts 0, forward and backward;
+- elementwise work (bias adds, norms, activations, softmax, pooling) is not in torch's total
+  and not in :func:`count_flops` either; :func:`flop_report` lists it in its own column.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
 
 from ..flops.registry import LayerFlops, MissingFlopFormulaError
 from ..shapes.registry import FormulaRegistry, snake_case
@@ -49,63 +49,48 @@ from ..table import Table
 from ..units import format_si
 from .dispatch import is_torch_module
 
-Shape = tuple[int, ...]
+# conv_flops and numel are re-exported: chapter 07's hidden tests, memory and roofline use them here
+from .formulas import UNCOUNTED_OPS, Call, builtin_op_formulas, per_element
+from .formulas import conv_flops as conv_flops
+from .formulas import numel as numel
 
-#: Module type → formula(module, call) -> LayerFlops.
+#: Module type → formula(module, call) -> LayerFlops: counts the whole module, its operators
+#: and children included (for a module of your own whose operators you want to count as one).
 MODULE_FLOPS = FormulaRegistry("FLOP formula for a torch module")
-#: Function → formula(call) -> LayerFlops, for functions a container calls itself.
-FUNCTION_FLOPS: dict[Any, Callable[["Call"], LayerFlops]] = {}
-#: Functions that multiply matrices but have no formula here: called by a container, they
-#: raise MissingFlopFormulaError instead of being counted as 0 (filled with torch's objects).
-UNCOUNTED_FUNCTIONS: dict[Any, str] = {}
-_BUILTINS: list[bool] = []
-
-
-@dataclass(frozen=True)
-class Call:
-    """One traced call, as a formula sees it: the shapes of its tensor arguments (positional
-    first, then keyword ones, in order), which of them require a gradient and which are
-    ``nn.Parameter``s, the shape of its (first) output tensor, its other keyword
-    arguments, and the bytes per element of each input and of the output."""
-
-    inputs: tuple[Shape, ...]
-    output: Shape
-    input_grads: tuple[bool, ...] = ()
-    input_params: tuple[bool, ...] = ()
-    kwargs: dict[str, Any] = field(default_factory=dict)
-    itemsizes: tuple[int, ...] = ()
-    output_itemsize: int = 0
-
-    @property
-    def x(self) -> Shape:
-        """The first input's shape."""
-        return self.inputs[0] if self.inputs else ()
-
-    @property
-    def needs_input_grad(self) -> bool:
-        """Does autograd compute a gradient for the first input (is dX computed)?"""
-        return bool(self.input_grads and self.input_grads[0])
+#: aten operator (``torch.ops.aten.mm``, an OpOverloadPacket) → formula(call) -> LayerFlops.
+OP_FLOPS: dict[Any, Callable[[Call], LayerFlops]] = {}
+#: aten operators that multiply matrices but have no formula: traced, they are refused.
+UNCOUNTED: dict[Any, str] = {}
+_POINTWISE = per_element(1, "pointwise")
 
 
 @dataclass(frozen=True)
 class Traced:
-    """A recorded call: ``name`` of the module (dotted path, ``"(model)"`` for the root), the
-    module or function, whether it is a function call, and its :class:`Call`."""
+    """A recorded call: ``name`` of the module that ran it (dotted path, ``"(model)"`` for the
+    root), the module (counted by a module formula) or the aten operator, the formula found
+    for it (None: a product without one), and its :class:`Call`."""
 
     name: str
     target: Any
-    function: bool
+    formula: Callable | None
     call: Call
     owner_type: str = ""
 
+    @property
+    def function(self) -> bool:
+        """Is this an operator (not a module counted by a formula of its own)?"""
+        return not _is_module(self.target)
 
-def numel(shape: Sequence[int]) -> int:
-    return math.prod(shape)
+
+def _is_module(obj: Any) -> bool:
+    import torch
+
+    return isinstance(obj, torch.nn.Module)
 
 
 def register_flops(module_type: type, *, replace: bool = False):
     """Decorator: ``formula(module, call) -> LayerFlops`` counts every ``module_type`` call
-    (and its subclasses'), its children included. Example::
+    (and its subclasses'), its operators and children included. Example::
 
         @register_flops(Scale)
         def scale_flops(module, call):
@@ -115,33 +100,73 @@ def register_flops(module_type: type, *, replace: bool = False):
     return MODULE_FLOPS.register(module_type, replace=replace)
 
 
-def register_function_flops(function: Any, *, replace: bool = False):
-    """Decorator: ``formula(call) -> LayerFlops`` counts ``function`` when a module without a
-    formula of its own calls it (``torch.matmul``, ``F.scaled_dot_product_attention``, ...)."""
+def _op_packet(op: Any, caller: str):
+    """``op`` as an aten OpOverloadPacket (an OpOverload is reduced to its packet)."""
+    import torch
+
+    if isinstance(op, torch._ops.OpOverload):
+        return op.overloadpacket
+    if isinstance(op, torch._ops.OpOverloadPacket):
+        return op
+    name = getattr(op, "__qualname__", None) or repr(op)
+    raise TypeError(f"{caller}: {name} is not an aten operator. tinyprof counts the operators "
+                    "a forward pass dispatches (torch.matmul, F.linear and torch.einsum run as "
+                    "torch.ops.aten.mm, addmm or bmm, which have formulas): register "
+                    "torch.ops.aten.<op>, or the module that calls it with register_flops")
+
+
+def register_function_flops(op: Any, *, replace: bool = False):
+    """Decorator: ``formula(call) -> LayerFlops`` counts the aten operator ``op``
+    (``torch.ops.aten.<name>``, e.g. one of your own ``torch.library`` operators): ``call.args``
+    are its positional arguments in its schema's order, each tensor replaced by its shape."""
     _register_builtins()
+    packet = _op_packet(op, "register_function_flops")
 
     def decorate(formula: Callable[[Call], LayerFlops]) -> Callable[[Call], LayerFlops]:
-        if function in FUNCTION_FLOPS and not replace:
-            raise ValueError(f"{_function_name(function)} already has a FLOP formula; pass "
-                             "replace=True to replace it")
-        FUNCTION_FLOPS[function] = formula
-        UNCOUNTED_FUNCTIONS.pop(function, None)
+        if not callable(formula):
+            raise TypeError(f"register_function_flops: the formula for {packet} must be a "
+                            f"function (call) -> LayerFlops, got {formula!r}")
+        if packet in OP_FLOPS and not replace:
+            raise ValueError(f"{packet} already has a FLOP formula; pass replace=True to "
+                             "replace it")
+        OP_FLOPS[packet] = formula
+        UNCOUNTED.pop(packet, None)
         return formula
 
     return decorate
 
 
-def _function_name(function: Any) -> str:
-    return getattr(function, "__name__", None) or repr(function)
+def _overlay(formulas: Mapping | None) -> tuple[dict, dict]:
+    """``formulas`` ({module type: formula(module, call)} and/or {aten op: formula(call)}) split
+    into its module and operator parts, each key checked."""
+    if formulas is None:
+        return {}, {}
+    if not isinstance(formulas, Mapping):
+        raise TypeError(f"formulas must be a mapping {{module type or aten op: formula}}, got "
+                        f"{type(formulas).__name__}")
+    import torch
+
+    modules, ops = {}, {}
+    for key, formula in formulas.items():
+        if not callable(formula):
+            raise TypeError(f"formulas: the formula for {key!r} must be a function, got "
+                            f"{formula!r}")
+        if isinstance(key, type) and issubclass(key, torch.nn.Module):
+            modules[key] = formula
+        else:
+            ops[_op_packet(key, "formulas")] = formula
+    return modules, ops
 
 
-# -- tracing ---------------------------------------------------------------------------------
+# -- inputs ----------------------------------------------------------------------------------
 
 
-def example_input(module, input_shape: Sequence[int], seed: int = 0):
+def example_input(module, input_shape: Sequence[int], seed: int = 0,
+                  requires_grad: bool = True):
     """A seeded input of ``input_shape`` for ``module``: token ids in [0, num_embeddings) when
-    its first leaf module is an ``nn.Embedding``, otherwise standard normal values in the dtype
-    and on the device of its first parameter (float32 on the CPU for a module without any)."""
+    its first leaf module is an ``nn.Embedding`` (they need no gradient), otherwise standard
+    normal values in the dtype and on the device of its first parameter (float32 on the CPU
+    for a module without any) that need a gradient unless ``requires_grad=False``."""
     import torch
 
     shape = tuple(int(n) for n in input_shape)
@@ -154,7 +179,65 @@ def example_input(module, input_shape: Sequence[int], seed: int = 0):
         return ids.to(device)
     dtype = first_param.dtype if first_param is not None and first_param.is_floating_point() \
         else torch.float32
-    return torch.randn(shape, generator=generator, dtype=dtype).to(device)
+    x = torch.randn(shape, generator=generator, dtype=dtype).to(device)
+    return x.requires_grad_(requires_grad)
+
+
+def _is_shape(value: Any) -> bool:
+    return isinstance(value, (tuple, list)) and all(
+        isinstance(n, int) and not isinstance(n, bool) for n in value) and len(value) > 0
+
+
+def model_inputs(module, inputs: Any, kwargs: dict | None = None, *,
+                 skip_first_input_grad: bool = False, caller: str = "count_flops"
+                 ) -> tuple[tuple, dict]:
+    """(positional, keyword) arguments for ``module`` from what a PyTorch user has: a tensor, a
+    tuple of them, a dict of keyword tensors (``{"input_ids": ..., "attention_mask": ...}``),
+    or a shape (an input made by :func:`example_input`). ``skip_first_input_grad=True``
+    detaches the first tensor (a made one needs no gradient then)."""
+    import torch
+
+    kwargs = dict(kwargs or {})
+    if isinstance(inputs, torch.Size) or _is_shape(inputs):
+        inputs = example_input(module, inputs, requires_grad=not skip_first_input_grad)
+    if isinstance(inputs, Mapping):
+        bad = [k for k in inputs if not isinstance(k, str)]
+        if bad:
+            raise TypeError(f"{caller}: a dict of inputs holds keyword arguments, its keys "
+                            f"names; got {bad[0]!r}")
+        args, kwargs = (), {**inputs, **kwargs}
+    elif isinstance(inputs, torch.Tensor):
+        args = (inputs,)
+    elif isinstance(inputs, (tuple, list)) and inputs and any(
+            isinstance(v, torch.Tensor) for v in inputs):
+        args = tuple(inputs)
+    elif (inputs is None or (isinstance(inputs, tuple) and not inputs)) and kwargs:
+        args = ()
+    else:
+        kind = type(inputs).__name__
+        shape = getattr(inputs, "shape", None)
+        hint = f" (pass torch.from_numpy(x) or its shape {tuple(shape)})" if shape else ""
+        raise TypeError(f"{caller}: give {type(module).__name__} its input as a shape such as "
+                        f"(2, 8), a tensor, a tuple of tensors or a dict of keyword tensors "
+                        f"({{'input_ids': ids}}); got {kind} {inputs!r:.60}{hint}")
+    if skip_first_input_grad:
+        args, kwargs = _detach_first(args, kwargs)
+    return args, kwargs
+
+
+def _detach_first(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    import torch
+
+    for i, value in enumerate(args):
+        if isinstance(value, torch.Tensor):
+            return args[:i] + (value.detach(),) + args[i + 1:], kwargs
+    for key, value in kwargs.items():
+        if isinstance(value, torch.Tensor):
+            return args, {**kwargs, key: value.detach()}
+    return args, kwargs
+
+
+# -- tracing ---------------------------------------------------------------------------------
 
 
 def _tensors(value: Any) -> list:
@@ -164,23 +247,73 @@ def _tensors(value: Any) -> list:
         return [value]
     if isinstance(value, (tuple, list)):
         return [t for item in value for t in _tensors(item)]
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):
         return [t for item in value.values() for t in _tensors(item)]
     return []
 
 
-def _call(args: tuple, kwargs: dict, output: Any) -> Call:
+def _storage_key(tensor) -> int | None:
     import torch
 
-    tensors = _tensors(list(args)) + _tensors({k: v for k, v in kwargs.items()})
+    if tensor.layout != torch.strided or tensor.device.type == "meta":
+        return None
+    return tensor.untyped_storage().data_ptr()
+
+
+def _shapes_of(value: Any) -> Any:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return tuple(value.shape)
+    if isinstance(value, (tuple, list)) and any(isinstance(v, torch.Tensor) for v in value):
+        return [_shapes_of(v) for v in value]
+    return value
+
+
+class Weights:
+    """Which tensors are parameters or views of one (the ``W.t()`` that ``addmm`` multiplies):
+    ``tensor in weights``. A real tensor is known by its storage; on the meta device, where
+    nothing has one, by following the view operators from the parameters (:meth:`follow`)."""
+
+    def __init__(self, module):
+        params = list(module.parameters())
+        self.keys = frozenset(filter(None, (_storage_key(p) for p in params)))
+        self.views: dict[int, Any] = {}      # id → weak reference (tensors compare elementwise)
+        for p in params:
+            self._add(p)
+
+    def _add(self, tensor) -> None:
+        import weakref
+
+        self.views[id(tensor)] = weakref.ref(tensor)
+
+    def _viewed(self, tensor) -> bool:
+        ref = self.views.get(id(tensor))
+        return ref is not None and ref() is tensor
+
+    def __contains__(self, tensor) -> bool:
+        return _storage_key(tensor) in self.keys or self._viewed(tensor)
+
+    def follow(self, func, args: tuple, output: Any) -> None:
+        """Remember ``output`` as a weight when ``func`` is a view of one."""
+        if func.is_view and args and self._viewed(args[0]):
+            for t in _tensors(output):
+                self._add(t)
+
+
+def make_call(args: tuple, kwargs: dict, output: Any, params: Any = frozenset()) -> Call:
+    """The :class:`Call` of one call; ``params`` answers ``tensor in params`` for the
+    parameters and their views (:class:`Weights`)."""
+    tensors = _tensors(list(args)) + _tensors(dict(kwargs))
     outputs = _tensors(output)
     plain = {k: v for k, v in kwargs.items() if not _tensors(v)}
     return Call(tuple(tuple(t.shape) for t in tensors),
                 tuple(outputs[0].shape) if outputs else (),
                 tuple(bool(t.requires_grad) for t in tensors),
-                tuple(isinstance(t, torch.nn.Parameter) for t in tensors), plain,
+                tuple(t in params for t in tensors), plain,
                 tuple(t.element_size() for t in tensors),
-                outputs[0].element_size() if outputs else 0)
+                outputs[0].element_size() if outputs else 0,
+                tuple(_shapes_of(a) for a in args))
 
 
 def module_names(module) -> dict[int, str]:
@@ -192,58 +325,98 @@ def module_names(module) -> dict[int, str]:
     return names
 
 
-def trace_calls(module, inputs: Any, kwargs: dict | None = None) -> list[Traced]:
-    """Run ``module(*inputs, **kwargs)`` once (gradients enabled, so that which inputs need a
-    gradient is known; nothing is kept) and return the calls that formulas count, in the order
-    they finished: every call of a module that has a formula or no children, and every call of
-    a counted (or uncounted matmul-like) function made by a module without a formula."""
+def _op_formula(func, ops: Mapping) -> tuple[bool, Callable | None]:
+    """(is it counted, its formula) for an aten operator: a formula of its own, None for a
+    product without one, the 1-per-output default for another pointwise operator."""
     import torch
-    from torch.overrides import TorchFunctionMode
+
+    packet = func.overloadpacket
+    formula = ops.get(packet) or OP_FLOPS.get(packet)
+    if formula is not None:
+        return True, formula
+    if packet in UNCOUNTED:
+        return True, None
+    return torch.Tag.pointwise in func.tags, _POINTWISE
+
+
+def trace_ops(module, args: tuple, kwargs: dict | None = None,
+              formulas: Mapping | None = None) -> tuple[list[Traced], dict[str, tuple]]:
+    """Run ``module(*args, **kwargs)`` once (gradients enabled, so that which operands need a
+    gradient is known; nothing is kept) and return (the counted calls in the order they
+    finished, each module's (type, input shape, output shape) of its first call by name).
+    A module with a formula (registered, or in ``formulas`` for this call) is one call; any
+    other module's operators are calls of their own, charged to the innermost module."""
+    from torch.utils._python_dispatch import TorchDispatchMode
 
     _register_builtins()
+    module_formulas, op_formulas = _overlay(formulas)
     names = module_names(module)
-    # (module, covered by a formula here or above, [functions it called that were recorded])
-    stack: list[tuple[Any, bool, list]] = []
+    params = Weights(module)
+    stack: list[tuple[str, Any, Callable | None, bool]] = []   # name, module, formula, inside
     records: list[Traced] = []
+    shapes: dict[str, tuple] = {}
 
-    def before(sub, args, kw):
-        covered = bool(stack and stack[-1][1])
-        stack.append((sub, covered or MODULE_FLOPS.find(sub) is not None, []))
+    def before(sub, a, kw):
+        inside = bool(stack and (stack[-1][2] is not None or stack[-1][3]))
+        formula = None if inside else _module_formula(sub, module_formulas)
+        stack.append((names.get(id(sub), type(sub).__name__), sub, formula, inside))
 
-    def after(sub, args, kw, output):
-        _, covered, called = stack.pop()
-        outer_covered = bool(stack and stack[-1][1])
-        if outer_covered:
-            return None
-        if covered or not (list(sub.children()) or called):
-            records.append(Traced(names.get(id(sub), type(sub).__name__), sub, False,
-                                  _call(args, kw, output)))
-        return None
+    def after(sub, a, kw, output):
+        name, _, formula, inside = stack.pop()
+        shapes.setdefault(name, (type(sub).__name__, _first_shape((a, kw)), _first_shape(output)))
+        if formula is not None and not inside:
+            records.append(Traced(name, sub, formula, make_call(a, kw, output, params),
+                                  type(sub).__name__))
 
-    class Functions(TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kw=None):
+    class Operators(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, a=(), kw=None):
             kw = kw or {}
-            output = func(*args, **kw)
-            if stack and not stack[-1][1] and (func in FUNCTION_FLOPS
-                                               or func in UNCOUNTED_FUNCTIONS):
-                owner = stack[-1][0]
-                stack[-1][2].append(func)
-                records.append(Traced(names.get(id(owner), type(owner).__name__), func, True,
-                                      _call(args, kw, output), type(owner).__name__))
+            output = func(*a, **kw)
+            params.follow(func, a, output)
+            if stack and (stack[-1][2] is not None or stack[-1][3]):
+                return output
+            counted, formula = _op_formula(func, op_formulas)
+            if counted:
+                name, owner = (stack[-1][0], stack[-1][1]) if stack else ("(model)", module)
+                records.append(Traced(name, func.overloadpacket, formula,
+                                      make_call(a, kw, output, params), type(owner).__name__))
             return output
+
+    run_hooked(module, args, kwargs or {}, before, after, Operators())
+    return records, shapes
+
+
+def run_hooked(module, args: tuple, kwargs: dict, before: Callable, after: Callable,
+               mode: Any) -> None:
+    """``module(*args, **kwargs)`` once, gradients enabled, inside ``mode`` (a torch function or
+    dispatch mode), with ``before(sub, args, kwargs)`` and ``after(sub, args, kwargs, output)``
+    hooked around every submodule's forward (``after`` also when it raises); the hooks are
+    removed afterwards."""
+    import torch
 
     handles = []
     for sub in module.modules():
         handles.append(sub.register_forward_pre_hook(before, with_kwargs=True))
-        handles.append(sub.register_forward_hook(after, with_kwargs=True))
-    args = inputs if isinstance(inputs, tuple) else (inputs,)
+        handles.append(sub.register_forward_hook(after, with_kwargs=True, always_call=True))
     try:
-        with torch.enable_grad(), Functions():
-            module(*args, **(kwargs or {}))
+        with torch.enable_grad(), mode:
+            module(*args, **kwargs)
     finally:
         for handle in handles:
             handle.remove()
-    return records
+
+
+def _module_formula(sub, overlay: Mapping) -> Callable | None:
+    for cls in type(sub).__mro__:
+        if cls in overlay:
+            return overlay[cls]
+    found = MODULE_FLOPS.find(sub)
+    return found[0] if found else None
+
+
+def _first_shape(value: Any) -> tuple:
+    tensors = _tensors(value)
+    return tuple(tensors[0].shape) if tensors else ()
 
 
 # -- counting ------------------------------------------------------------------------------
@@ -252,7 +425,8 @@ def trace_calls(module, inputs: Any, kwargs: dict | None = None) -> list[Traced]
 @dataclass(frozen=True)
 class ModuleFlops:
     """A row of :func:`flops_by_module`, with the fields of tinyprof's
-    :class:`~tinyprof.flops.LayerCount`: a module call's (or function call's) counted work."""
+    :class:`~tinyprof.flops.LayerCount`: the work of one module's own operators (or of a
+    module counted by a formula of its own), summed over its calls."""
 
     name: str
     type: str
@@ -275,95 +449,126 @@ class ModuleFlops:
         return self.grad_input + self.grad_weight
 
 
-def _missing_module(record: Traced) -> MissingFlopFormulaError:
-    cls = type(record.target)
+def _op_name(op: Any) -> str:
+    return str(getattr(op, "_qualified_op_name", op)).replace("aten::", "")
+
+
+def _missing(record: Traced) -> MissingFlopFormulaError:
+    name = _op_name(record.target)
     return MissingFlopFormulaError(
-        f"no FLOP formula for {cls.__name__} '{record.name}' ({cls.__module__}."
-        f"{cls.__qualname__}), a module without children, called on {record.call.inputs}. "
-        f"Register one:\n"
+        f"no FLOP formula for the aten operator {name}, called by '{record.name}' "
+        f"({record.owner_type}) on {record.call.inputs}: it multiplies matrices, so it cannot "
+        f"count as 0. Register one:\n"
         f"    from tinyprof.flops import LayerFlops\n"
-        f"    from tinyprof.pytorch import register_flops\n"
-        f"    @register_flops({cls.__name__})\n"
-        f"    def {snake_case(cls.__name__)}_flops(module, call):  # call.x, call.output: shapes\n"
-        f"        return LayerFlops(matmul=..., elementwise=..., grad_input=..., grad_weight=...)")
+        f"    from tinyprof.pytorch import register_function_flops\n"
+        f"    @register_function_flops(torch.ops.aten.{name})\n"
+        f"    def {snake_case(name).strip('_')}_flops(call):  # call.inputs, call.args: shapes\n"
+        f"        return LayerFlops(matmul=..., grad_input=..., grad_weight=...)\n"
+        f"or give '{record.owner_type}' a formula of its own with "
+        f"tinyprof.pytorch.register_flops({record.owner_type})")
 
 
-def _missing_function(record: Traced) -> MissingFlopFormulaError:
-    name = _function_name(record.target)
-    return MissingFlopFormulaError(
-        f"no FLOP formula for {name}, called by '{record.name}' ({record.owner_type}) on "
-        f"{record.call.inputs}: it "
-        f"multiplies matrices, so it cannot count as 0. Register one with "
-        f"tinyprof.pytorch.register_function_flops({name}), or a formula for the module "
-        f"that calls it with tinyprof.pytorch.register_flops")
-
-
-def _count(record: Traced, backward: bool) -> ModuleFlops:
+def _count(record: Traced, backward: bool) -> LayerFlops:
+    if record.formula is None:
+        raise _missing(record)
     if record.function:
-        formula = FUNCTION_FLOPS.get(record.target)
-        if formula is None:
-            raise _missing_function(record)
-        flops = formula(record.call)
-        kind = _function_name(record.target)
-        name = f"{record.name} · {kind}"
+        flops, kind = record.formula(record.call), _op_name(record.target)
     else:
-        found = MODULE_FLOPS.find(record.target)
-        if found is None:
-            raise _missing_module(record)
-        flops = found[0](record.target, record.call)
-        kind, name = type(record.target).__name__, record.name
+        flops, kind = record.formula(record.target, record.call), record.owner_type
     if not isinstance(flops, LayerFlops):
-        raise TypeError(f"the FLOP formula for {kind} '{name}' returned "
+        raise TypeError(f"the FLOP formula for {kind} '{record.name}' returned "
                         f"{type(flops).__name__}; it must return a LayerFlops")
     if backward and (flops.grad_input is None or flops.grad_weight is None):
-        raise ValueError(f"the FLOP formula for {kind} '{name}' states no backward FLOPs: give "
-                         "its LayerFlops grad_input and grad_weight (0 when none)")
-    return ModuleFlops(name, kind, record.call.x, record.call.output, flops.matmul,
-                       flops.elementwise, flops.grad_input or 0, flops.grad_weight or 0,
-                       flops.note)
+        raise ValueError(f"the FLOP formula for {kind} '{record.name}' states no backward "
+                         "FLOPs: give its LayerFlops grad_input and grad_weight (0 when none)")
+    return flops
 
 
-def _inputs(module, input_shape, inputs):
+def _rows(records: list[Traced], shapes: dict[str, tuple], backward: bool
+          ) -> list[ModuleFlops]:
+    """One row per module, in the order its first counted call finished: its calls summed,
+    the note naming the formula (a module's) or the operators that multiplied matrices."""
+    sums: dict[str, list] = {}
+    for record in records:
+        flops = _count(record, backward)
+        row = sums.setdefault(record.name, [0, 0, 0, 0, {}])
+        for i, value in enumerate((flops.matmul, flops.elementwise, flops.grad_input or 0,
+                                   flops.grad_weight or 0)):
+            row[i] += value
+        if flops.matmul or not record.function:
+            label = flops.note if not record.function else _op_name(record.target)
+            row[4][label] = row[4].get(label, 0) + 1
+    rows = []
+    for name, (matmul, elementwise, dx, dw, notes) in sums.items():
+        kind, x, y = shapes.get(name, ("", (), ()))
+        note = " + ".join(f"{op}×{n}" if n > 1 else op for op, n in notes.items())
+        rows.append(ModuleFlops(name, kind, x, y, matmul, elementwise, dx, dw, note))
+    return rows
+
+
+def flops_by_module(module, input_shape: Any = None, *, backward: bool = False,
+                    inputs: Any = None, kwargs: dict | None = None,
+                    skip_first_input_grad: bool = False,
+                    formulas: Mapping | None = None) -> list[ModuleFlops]:
+    """One row per module that ran counted operators in one forward pass on ``input_shape``
+    (a shape, a tensor, a tuple of tensors or a dict of keyword tensors; or ``inputs`` and
+    ``kwargs``), in the order they finished. With ``backward=True`` every formula must state
+    its backward FLOPs. ``formulas``: ``{module type: formula(module, call)}`` and/or
+    ``{aten op: formula(call)}``, for this call only (the registries are not changed)."""
+    args, kw = _arguments(module, input_shape, inputs, kwargs, skip_first_input_grad)
+    try:
+        records, shapes = trace_ops(module, args, kw, formulas)
+    except (TypeError, ValueError, RuntimeError, IndexError) as error:
+        given = input_shape if inputs is None else inputs
+        if not (_is_shape(given) or type(given).__name__ == "Size"):
+            raise
+        raise _misfit(module, tuple(given), next(iter(args), None), error) from error
+    return _rows(records, shapes, backward)
+
+
+def _misfit(module, shape: tuple, made: Any, error: Exception) -> TypeError:
+    """The error for a model that fails on the input made for ``shape``: what was made, what
+    went wrong, and what to pass instead."""
+    kind = "token ids" if made is not None and not made.is_floating_point() else "values"
+    return TypeError(f"count_flops: {type(module).__name__} failed on the input made for the "
+                     f"shape {shape} ({getattr(made, 'dtype', '')} {kind}): {error}. Give it its "
+                     "inputs as it takes them: a tensor, a tuple of tensors or a dict of keyword "
+                     "tensors")
+
+
+def _arguments(module, input_shape, inputs, kwargs, skip_first_input_grad):
     if not is_torch_module(module):
         raise TypeError(f"count FLOPs of a torch.nn.Module here, got {type(module).__name__}")
-    if inputs is not None:
-        return inputs
-    if input_shape is None:
-        raise TypeError("give the input's shape (input_shape) or the inputs themselves "
-                        "(inputs=...)")
-    if hasattr(input_shape, "shape") and not isinstance(input_shape, tuple):
-        raise TypeError(f"input_shape is a shape such as {tuple(input_shape.shape)}; pass a "
-                        "tensor as inputs=... instead")
-    return example_input(module, input_shape)
+    if input_shape is not None and inputs is not None:
+        raise TypeError("give the input once: a shape or tensors as input_shape, or inputs=...")
+    given = inputs if inputs is not None else input_shape
+    if given is None and not kwargs:
+        raise TypeError(f"give {type(module).__name__} its input: a shape such as (2, 8), a "
+                        "tensor, a tuple of tensors or a dict of keyword tensors")
+    return model_inputs(module, given, kwargs, skip_first_input_grad=skip_first_input_grad)
 
 
-def flops_by_module(module, input_shape: Sequence[int] | None = None, *,
-                    backward: bool = False, inputs: Any = None,
-                    kwargs: dict | None = None) -> list[ModuleFlops]:
-    """One row per counted call of one forward pass on an input of ``input_shape`` (or on
-    ``inputs``, a tensor or a tuple of them, with ``kwargs``), in the order the calls finished.
-    With ``backward=True`` every formula must state its backward FLOPs."""
-    records = trace_calls(module, _inputs(module, input_shape, inputs), kwargs)
-    return [_count(record, backward) for record in records]
-
-
-def count_flops(module, input_shape: Sequence[int] | None = None, backward: bool = False, *,
-                inputs: Any = None, kwargs: dict | None = None) -> int:
-    """Matmul FLOPs (Linear, convolution, attention; 2 per multiply-accumulate) of one forward
-    pass, or with ``backward=True`` of the backward pass alone (the input and weight gradients
-    autograd computes). ``nn.Linear(128, 64)`` on (1, 128): 16,384 forward; backward 16,384
-    (dW only: the model's input needs no gradient)."""
+def count_flops(module, input_shape: Any = None, backward: bool = False, *,
+                inputs: Any = None, kwargs: dict | None = None,
+                skip_first_input_grad: bool = False, formulas: Mapping | None = None) -> int:
+    """Matmul FLOPs (2 per multiply-accumulate) of one forward pass, or with ``backward=True``
+    of the backward pass alone (the input and weight gradients autograd computes).
+    ``nn.Linear(128, 64)`` on the shape (1, 128): 16,384 forward; 32,768 backward (dX + dW: a
+    shape's input needs a gradient), 16,384 with ``skip_first_input_grad=True`` (dW only)."""
     rows = flops_by_module(module, input_shape, backward=backward, inputs=inputs,
-                           kwargs=kwargs)
+                           kwargs=kwargs, skip_first_input_grad=skip_first_input_grad,
+                           formulas=formulas)
     return sum(row.backward if backward else row.matmul for row in rows)
 
 
-def flop_report(module, input_shape: Sequence[int] | None = None, backward: bool = False, *,
-                inputs: Any = None, kwargs: dict | None = None) -> Table:
-    """Per-call FLOP table whose ``flops`` column sums to :func:`count_flops` (the columns of
+def flop_report(module, input_shape: Any = None, backward: bool = False, *,
+                inputs: Any = None, kwargs: dict | None = None,
+                skip_first_input_grad: bool = False, formulas: Mapping | None = None) -> Table:
+    """Per-module FLOP table whose ``flops`` column sums to :func:`count_flops` (the columns of
     :func:`tinyprof.flop_report`)."""
     rows = flops_by_module(module, input_shape, backward=backward, inputs=inputs,
-                           kwargs=kwargs)
+                           kwargs=kwargs, skip_first_input_grad=skip_first_input_grad,
+                           formulas=formulas)
     total = sum(r.backward if backward else r.matmul for r in rows)
 
     def share(flops: int) -> float:
@@ -382,238 +587,41 @@ def flop_report(module, input_shape: Sequence[int] | None = None, backward: bool
                  share(r.matmul)] for r in rows]
         footer = ["total", "", "", total, total // 2, sum(r.elementwise for r in rows),
                   100.0 if total else 0.0]
-    shape = input_shape if inputs is None else tuple(getattr(inputs, "shape", ()))
-    title = (f"{type(module).__name__} on {tuple(shape)}: {format_si(total, 'FLOPs')} "
-             f"{'backward' if backward else 'forward'} (matmul)")
+    title = (f"{type(module).__name__} on {_describe(input_shape, inputs, kwargs)}: "
+             f"{format_si(total, 'FLOPs')} {'backward' if backward else 'forward'} (matmul)")
     return Table(columns, body, title=title, footer=footer,
                  formats={"% flops": lambda v: f"{v:.1f}%"})
 
 
-# -- the formulas ----------------------------------------------------------------------------
-
-def _weight_grad(module, *names: str) -> bool:
-    return any(getattr(module, n, None) is not None and getattr(module, n).requires_grad
-               for n in names)
-
-
-def linear_flops(module, call: Call) -> LayerFlops:
-    """y = x·Wᵀ + b on (..., in): 2·rows·in·out FLOPs, + 1 per output for the bias.
-
-    Backward: dX = dY·W and dW = dYᵀ·X, 2·rows·in·out each (db is a sum, not a matmul)."""
-    mm = 2 * numel(call.x[:-1]) * module.in_features * module.out_features
-    return LayerFlops(matmul=mm, elementwise=numel(call.output) if module.bias is not None
-                      else 0, grad_input=mm if call.needs_input_grad else 0,
-                      grad_weight=mm if _weight_grad(module, "weight") else 0,
-                      note="2·rows·in·out")
-
-
-def conv_flops(module, call: Call) -> LayerFlops:
-    """(N, C, *spatial) → (N, O, *out): 2·N·O·Π(out)·(C/groups)·Π(kernel) FLOPs, + 1 per output
-    for the bias; the output size already holds stride, padding and dilation,
-    ⌊(L + 2·pad − dil·(k − 1) − 1)/stride⌋ + 1. Backward: dX and dW cost the forward each.
-    (torch's FlopCounterMode counts a grouped conv's dW as if groups = 1: g × this.)"""
-    per_output = (module.in_channels // module.groups) * numel(module.kernel_size)
-    mm = 2 * numel(call.output) * per_output
-    return LayerFlops(matmul=mm, elementwise=numel(call.output) if module.bias is not None
-                      else 0, grad_input=mm if call.needs_input_grad else 0,
-                      grad_weight=mm if _weight_grad(module, "weight") else 0,
-                      note="2·N·O·out·(C/g)·k")
-
-
-SOFTMAX_FLOPS_PER_ELEMENT = 5
-
-
-def multihead_attention_flops(module, call: Call) -> LayerFlops:
-    """query (L, N, E) (or (N, L, E) with batch_first; (L, E) unbatched), key and value of
-    length S and widths kdim, vdim, H heads:
-
-    - projections: 2·N·L·E·E (q) + 2·N·S·kdim·E (k) + 2·N·S·vdim·E (v) + 2·N·L·E·E (out);
-    - attention: Q·Kᵀ and A·V, 2·N·L·S·E each (all heads together).
-
-    Elementwise, per score (N·H·L·S): scaling 1 + softmax 5. Backward: the projections' dW,
-    their dX for each input that requires grad, the output projection's dX, and the
-    attention's dA, dV, dQ, dK (2·N·L·S·E each)."""
-    query = call.inputs[0]
-    key = call.inputs[1] if len(call.inputs) > 1 else query
-    batch_first = module.batch_first and len(query) == 3
-    if len(query) == 2:
-        n, length, source = 1, query[0], key[0]
-    elif batch_first:
-        n, length, source = query[0], query[1], key[1]
-    else:
-        n, length, source = query[1], query[0], key[0]
-    e = module.embed_dim
-    proj_q = 2 * n * length * e * e
-    proj_k = 2 * n * source * module.kdim * e
-    proj_v = 2 * n * source * module.vdim * e
-    proj_out = 2 * n * length * e * e
-    attention = 2 * (2 * n * length * source * e)
-    grads = list(call.input_grads[:3]) + [False] * (3 - len(call.input_grads[:3]))
-    in_trainable = _weight_grad(module, "in_proj_weight", "q_proj_weight", "k_proj_weight",
-                                "v_proj_weight")
-    out_trainable = _weight_grad(module.out_proj, "weight")
-    needs_qkv = in_trainable or any(grads)
-    dx = sum(p for p, g in zip((proj_q, proj_k, proj_v), grads) if g)
-    grad_input = dx + (proj_out + 2 * attention if needs_qkv or out_trainable else 0)
-    grad_weight = (proj_q + proj_k + proj_v if in_trainable else 0) + \
-        (proj_out if out_trainable else 0)
-    scores = n * module.num_heads * length * source
-    return LayerFlops(matmul=proj_q + proj_k + proj_v + proj_out + attention,
-                      elementwise=(1 + SOFTMAX_FLOPS_PER_ELEMENT) * scores,
-                      grad_input=grad_input, grad_weight=grad_weight,
-                      note="4 projections + QKᵀ + AV")
-
-
-LAYERNORM_FLOPS_PER_ELEMENT = 7
-LAYERNORM_FLOPS_PER_ROW = 5
-
-
-def layernorm_flops(module, call: Call) -> LayerFlops:
-    """(x − mean)/√(var + eps)·γ + β over the normalized dims: 7 FLOPs per element + 5 per row
-    (as tinyprof's numpy LayerNorm); no matmul, forward or backward."""
-    width = numel(module.normalized_shape)
-    rows = numel(call.x) // width if width else 0
-    return LayerFlops(elementwise=LAYERNORM_FLOPS_PER_ELEMENT * numel(call.x)
-                      + LAYERNORM_FLOPS_PER_ROW * rows, grad_input=0, grad_weight=0,
-                      note="7 per element + 5 per row")
-
-
-def _per_element(flops: int, note: str) -> Callable[[Any, Call], LayerFlops]:
-    def formula(module, call: Call) -> LayerFlops:
-        return LayerFlops(elementwise=flops * numel(call.x), grad_input=0, grad_weight=0,
-                          note=note)
-    formula.__doc__ = f"{note}; no matmul, forward or backward."
-    return formula
-
-
-def gelu_flops(module, call: Call) -> LayerFlops:
-    """Exact GELU ½·x·(1 + erf(x/√2)): 5 FLOPs per element (/√2, erf, 1 +, ·x, ·½); the tanh
-    approximation ½·x·(1 + tanh(c·(x + 0.044715·x³))): 9, as tinyprof's numpy GELU."""
-    per = 9 if getattr(module, "approximate", "none") == "tanh" else 5
-    return LayerFlops(elementwise=per * numel(call.x), grad_input=0, grad_weight=0,
-                      note=f"{per} per element")
-
-
-def dropout_flops(module, call: Call) -> LayerFlops:
-    """Training: a random mask and a rescale, 2 FLOPs per element; evaluation: the identity."""
-    per = 2 if module.training and module.p > 0 else 0
-    return LayerFlops(elementwise=per * numel(call.x), grad_input=0, grad_weight=0,
-                      note=f"{per} per element")
-
-
-def no_flops(module, call: Call) -> LayerFlops:
-    """A lookup, a reshape or the identity: 0 FLOPs, forward and backward."""
-    return LayerFlops(grad_input=0, grad_weight=0, note="no arithmetic")
-
-
-def cross_entropy_flops(module, call: Call) -> LayerFlops:
-    """log-softmax over the classes (5 per element: max, −, exp, Σ, log) and the mean of the
-    picked log-probabilities; no matmul."""
-    return LayerFlops(elementwise=SOFTMAX_FLOPS_PER_ELEMENT * numel(call.x), grad_input=0,
-                      grad_weight=0, note="log-softmax")
-
-
-def mse_flops(module, call: Call) -> LayerFlops:
-    """(x − y)², then the mean: 3 FLOPs per element; no matmul."""
-    return LayerFlops(elementwise=3 * numel(call.x), grad_input=0, grad_weight=0,
-                      note="3 per element")
-
-
-def _matrix(shape: Shape, first: bool) -> tuple[Shape, int, int]:
-    """(batch, rows, cols) of a matmul operand; a vector is a row (first) or a column."""
-    if len(shape) == 1:
-        return (), (1 if first else shape[0]), (shape[0] if first else 1)
-    return tuple(shape[:-2]), shape[-2], shape[-1]
-
-
-def matmul_flops(call: Call) -> LayerFlops:
-    """a @ b with broadcast batch dims: 2·Π(batch)·M·K·N. Backward: one product of the same
-    size for each operand that requires grad (a parameter's is a weight gradient)."""
-    import torch
-
-    (batch_a, m, k), (batch_b, _, n) = _matrix(call.inputs[0], True), \
-        _matrix(call.inputs[1], False)
-    batch = tuple(torch.broadcast_shapes(batch_a, batch_b))
-    mm = 2 * numel(batch) * m * k * n
-    grads = call.input_grads[:2]
-    params = call.input_params[:2]
-    return LayerFlops(matmul=mm,
-                      grad_input=sum(mm for g, p in zip(grads, params) if g and not p),
-                      grad_weight=sum(mm for g, p in zip(grads, params) if g and p),
-                      note="2·batch·M·K·N")
-
-
-def functional_linear_flops(call: Call) -> LayerFlops:
-    """F.linear(x, W, b): as nn.Linear, with W of shape (out, in)."""
-    out, width = call.inputs[1]
-    mm = 2 * numel(call.x[:-1]) * width * out
-    grads = call.input_grads + (False,) * 3
-    return LayerFlops(matmul=mm, elementwise=numel(call.output) if len(call.inputs) > 2 else 0,
-                      grad_input=mm if grads[0] else 0, grad_weight=mm if grads[1] else 0,
-                      note="2·rows·in·out")
-
-
-def sdpa_flops(call: Call) -> LayerFlops:
-    """softmax(Q·Kᵀ·scale + mask)·V, Q (..., L, E), K (..., S, E), V (..., S, Ev): Q·Kᵀ is
-    2·Π(...)·L·S·E and A·V 2·Π(...)·L·S·Ev, over the full L×S scores also when causal (as
-    the math backend computes them). Elementwise per score: scale 1, softmax 5, +1 with a mask.
-    Backward: dA = dO·Vᵀ (when Q or K requires grad), dV = Aᵀ·dO, dQ = dS·K, dK = dSᵀ·Q,
-    each for the operand that requires grad."""
-    q, k, v = call.inputs[:3]
-    batch, length, width = numel(q[:-2]), q[-2], q[-1]
-    source, value_width = k[-2], v[-1]
-    scores_mm = 2 * batch * length * source * width
-    values_mm = 2 * batch * length * source * value_width
-    gq, gk, gv = (tuple(call.input_grads[:3]) + (False,) * 3)[:3]
-    grad_input = (values_mm if gq or gk else 0) + (values_mm if gv else 0) + \
-        (scores_mm if gq else 0) + (scores_mm if gk else 0)
-    masked = call.kwargs.get("is_causal") or len(call.inputs) > 3
-    per_score = 1 + SOFTMAX_FLOPS_PER_ELEMENT + (1 if masked else 0)
-    return LayerFlops(matmul=scores_mm + values_mm,
-                      elementwise=per_score * batch * length * source,
-                      grad_input=grad_input, grad_weight=0,
-                      note="QKᵀ + AV" + (", causal: full L×S" if call.kwargs.get("is_causal")
-                                         else ""))
+def _describe(input_shape, inputs, kwargs) -> str:
+    given = inputs if inputs is not None else input_shape
+    if isinstance(given, Mapping) or (given is None and kwargs):
+        items = {**(given or {}), **(kwargs or {})}
+        return ", ".join(f"{k}={tuple(getattr(v, 'shape', ()))}" for k, v in items.items())
+    if hasattr(given, "shape"):
+        return str(tuple(given.shape))
+    if isinstance(given, (tuple, list)) and given and hasattr(given[0], "shape"):
+        return ", ".join(str(tuple(getattr(v, "shape", ()))) for v in given)
+    return str(tuple(given))
 
 
 def _register_builtins() -> None:
-    """Register the formulas of torch's own modules and functions (once, on first use: only
-    then is torch imported)."""
-    if _BUILTINS:
+    """Register the formulas of torch's operators (once, on first use: only then is torch
+    imported) and the names of the products that have none."""
+    if OP_FLOPS or UNCOUNTED:
         return
-    _BUILTINS.append(True)
     import torch
-    import torch.nn.functional as F
-    from torch import nn
 
-    modules = {
-        nn.Linear: linear_flops, nn.Conv1d: conv_flops, nn.Conv2d: conv_flops,
-        nn.Conv3d: conv_flops, nn.MultiheadAttention: multihead_attention_flops,
-        nn.LayerNorm: layernorm_flops, nn.GELU: gelu_flops, nn.Dropout: dropout_flops,
-        nn.ReLU: _per_element(1, "max(x, 0): 1 per element"),
-        nn.SiLU: _per_element(4, "x·σ(x): exp, 1 +, /, · — 4 per element"),
-        nn.Sigmoid: _per_element(3, "1/(1 + exp(−x)): 3 per element"),
-        nn.Tanh: _per_element(1, "tanh: 1 per element"),
-        nn.Softmax: _per_element(SOFTMAX_FLOPS_PER_ELEMENT, "softmax: 5 per element"),
-        nn.Embedding: no_flops, nn.Identity: no_flops, nn.Flatten: no_flops,
-        nn.Unflatten: no_flops,
-        nn.CrossEntropyLoss: cross_entropy_flops, nn.MSELoss: mse_flops,
-    }
-    for cls, formula in modules.items():
-        MODULE_FLOPS.register(cls)(formula)
-    for function in (torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__,
-                     torch.bmm, torch.Tensor.bmm, torch.mm,
-                     torch.Tensor.mm):
-        FUNCTION_FLOPS[function] = matmul_flops
-    FUNCTION_FLOPS[F.linear] = functional_linear_flops
-    FUNCTION_FLOPS[F.scaled_dot_product_attention] = sdpa_flops
-    for function in (torch.einsum, torch.tensordot, torch.addmm, torch.baddbmm, torch.addbmm,
-                     torch.Tensor.addmm, torch.Tensor.baddbmm, F.conv1d, F.conv2d, F.conv3d,
-                     F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d, F.bilinear,
-                     F.multi_head_attention_forward, torch.linalg.multi_dot):
-        UNCOUNTED_FUNCTIONS[function] = _function_name(function)
+    for op, formula in builtin_op_formulas().items():
+        OP_FLOPS.setdefault(op, formula)
+    for name in UNCOUNTED_OPS:
+        packet = getattr(torch.ops.aten, name, None)
+        if packet is not None and packet not in OP_FLOPS:
+            UNCOUNTED[packet] = name
 
 
-__all__ = ["Call", "FUNCTION_FLOPS", "MODULE_FLOPS", "MissingFlopFormulaError", "ModuleFlops",
-           "Traced", "count_flops", "example_input", "flop_report", "flops_by_module",
-           "module_names", "register_flops", "register_function_flops", "trace_calls"]
+# Call, numel and the formulas (conv_flops, ...) are tinyprof.pytorch.formulas' own, imported here
+__all__ = ["MODULE_FLOPS", "MissingFlopFormulaError", "ModuleFlops", "OP_FLOPS", "Traced",
+           "count_flops", "example_input", "flop_report", "flops_by_module", "make_call",
+           "model_inputs", "module_names", "register_flops", "register_function_flops",
+           "run_hooked", "trace_ops", "Weights"]

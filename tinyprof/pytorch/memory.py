@@ -10,7 +10,14 @@ weight, are one allocation):
   the forward pass and the loss saves, seen through ``torch.autograd.graph.saved_tensors_hooks``
   (the parameters it saves, e.g. a Linear's weight for dX, are not activations);
 * gradients — the storages of every ``.grad`` after the backward pass;
-* optimizer state — the tensors in ``optimizer.state`` after one ``step()``.
+* optimizer state — the tensors in ``optimizer.state`` after one ``step()``;
+* the timeline and the peak — :class:`LiveStorages` follows every storage the step's operators
+  create until its last tensor is gone (forward, backward and optimizer step alike) and marks
+  the live bytes and their peak after each phase, as tracemalloc does for numpy. The two
+  measurements agree at each mark (after the backward only the gradients are alive; the
+  optimizer step adds exactly its state), and the peak of a step once the state exists is
+  parameters + optimizer state + the highest phase peak (``peak_bytes``, see
+  :func:`~tinyprof.memory.step.phase_peaks`).
 
 On a GPU (a module with CUDA parameters) the same tensors are counted, and the result also
 holds ``torch.cuda.memory_allocated()`` at each point of the step (``cuda_allocated``), which
@@ -26,13 +33,15 @@ weights, gradients and the optimizer's state are put back afterwards: measuring 
 from __future__ import annotations
 
 import types
+from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..memory.step import Component, TrainingMemory
+from ..memory.step import Component, TrainingMemory, phase_peaks
+from ..memory.trace import Mark
 from ..table import Table
 from ..units import format_bytes
 from .dispatch import is_torch_module
-from .flops import Call, module_names, numel, trace_calls
+from .flops import Call, make_call, model_inputs, module_names, numel, run_hooked
 
 INDEX_BYTES = 8      # int64 token ids and targets
 STATE_SLOTS = {"sgd": 0, "momentum": 1, "adam": 2, "adamw": 2}
@@ -118,10 +127,7 @@ def _register_builtins() -> None:
 def _formula(record) -> Callable | None:
     if record.function:
         return SAVED_FORMULAS.get(record.target)
-    for cls in type(record.target).__mro__:
-        if cls in SAVED_FORMULAS:
-            return SAVED_FORMULAS[cls]
-    return None
+    return _module_formula(record.target)
 
 
 def _storages(tensors) -> dict[int, int]:
@@ -225,22 +231,93 @@ class _SavedRecorder:
         return totals
 
 
-def predicted_activations(module, inputs, loss=None, targets=None
-                          ) -> tuple[int | None, str, dict[str, int]]:
-    """(Σ saved bytes by formula or None, how, per-module predictions) for one forward and the
-    loss, traced on ``inputs``."""
+
+@dataclass(frozen=True)
+class _Saved:
+    """A call whose saved tensors a formula predicts: the module's name, the module (or the
+    function it called itself) and its :class:`Call`."""
+
+    name: str
+    target: Any
+    function: bool
+    call: Call
+
+
+def trace_saved_calls(module, args: tuple, kwargs: dict) -> list[_Saved]:
+    """Run ``module`` once and return the calls whose saved bytes :data:`SAVED_FORMULAS`
+    predicts: every call of a module that has a formula (its children are inside it) or no
+    children (so that one without a formula is named), and every call of a function with a
+    formula made by a module without one (``F.scaled_dot_product_attention``, ``@``)."""
+    from torch.overrides import TorchFunctionMode
+
     _register_builtins()
-    records = trace_calls(module, inputs)
+    names = module_names(module)
+    stack: list[tuple[Any, bool]] = []     # (module, covered by a formula here or above)
+    records: list[_Saved] = []
+
+    def before(sub, a, kw):
+        covered = bool(stack and stack[-1][1])
+        stack.append((sub, covered or _module_formula(sub) is not None))
+
+    def after(sub, a, kw, output):
+        _, covered = stack.pop()
+        if stack and stack[-1][1]:
+            return
+        if covered or not list(sub.children()):
+            records.append(_Saved(names.get(id(sub), type(sub).__name__), sub, False,
+                                  make_call(a, kw, output)))
+
+    class Functions(TorchFunctionMode):
+        def __torch_function__(self, func, types, a=(), kw=None):
+            kw = kw or {}
+            output = func(*a, **kw)
+            if stack and not stack[-1][1] and func in SAVED_FORMULAS:
+                owner = stack[-1][0]
+                records.append(_Saved(names.get(id(owner), type(owner).__name__), func, True,
+                                      make_call(a, kw, output)))
+            return output
+
+    run_hooked(module, args, kwargs, before, after, Functions())
+    return records
+
+
+def _module_formula(sub) -> Callable | None:
+    return next((SAVED_FORMULAS[c] for c in type(sub).__mro__ if c in SAVED_FORMULAS), None)
+
+
+def model_output(output: Any) -> tuple[Any, bool]:
+    """(the tensor a training step differentiates, is it already the loss) from a module's
+    output: a tensor; a tuple or list (its first tensor); a Hugging Face ``ModelOutput`` or a
+    dict (its ``loss`` when the model computed one, labels given, otherwise its ``logits``)."""
     import torch
 
+    if isinstance(output, torch.Tensor):
+        return output, False
+    loss = output.get("loss") if isinstance(output, dict) else getattr(output, "loss", None)
+    if isinstance(loss, torch.Tensor):
+        return loss, True
+    logits = output.get("logits") if isinstance(output, dict) else \
+        getattr(output, "logits", None)
+    if isinstance(logits, torch.Tensor):
+        return logits, False
+    if isinstance(output, (tuple, list)) and output and isinstance(output[0], torch.Tensor):
+        return output[0], False
+    raise TypeError(f"training_memory: the module returned {type(output).__name__}; give it "
+                    "a tensor, a tuple whose first item is one, or an output with .loss or "
+                    ".logits (a Hugging Face ModelOutput)")
+
+
+def predicted_activations(module, inputs, loss=None, targets=None, kwargs: dict | None = None
+                          ) -> tuple[int | None, str, dict[str, int]]:
+    """(Σ saved bytes by formula or None, how, per-module predictions) for one forward and the
+    loss, traced on ``inputs`` (a tensor, a tuple of them or a dict of keyword tensors)."""
+    import torch
+
+    _register_builtins()
+    args, kwargs = model_inputs(module, inputs, kwargs, caller="predicted_activations")
+    records = trace_saved_calls(module, args, kwargs)
     with torch.no_grad():
-        output = module(*(inputs if isinstance(inputs, tuple) else (inputs,)))
-    loss, targets = _loss_and_targets(loss, output, targets)
-    flat_out = output.flatten(0, -2) if isinstance(loss, torch.nn.CrossEntropyLoss) else output
-    flat_t = targets.flatten() if isinstance(loss, torch.nn.CrossEntropyLoss) else targets
-    loss_call = Call((tuple(flat_out.shape), tuple(flat_t.shape)), (),
-                     (True, False), (False, False), {},
-                     (flat_out.element_size(), flat_t.element_size()), 4)
+        output, is_loss = model_output(module(*args, **kwargs))
     per: dict[str, int] = {}
     missing = []
     for record in records:
@@ -251,15 +328,102 @@ def predicted_activations(module, inputs, loss=None, targets=None
             continue
         nbytes = formula(None if record.function else record.target, record.call)
         per[record.name] = per.get(record.name, 0) + nbytes
-    loss_formula = next((SAVED_FORMULAS[c] for c in type(loss).__mro__ if c in SAVED_FORMULAS),
-                        None)
-    if loss_formula is None:
-        missing.append(f"loss {type(loss).__name__}")
-    else:
-        per["(loss)"] = loss_formula(loss, loss_call)
+    if not is_loss:
+        loss, targets = _loss_and_targets(loss, output, targets)
+        loss_formula = next((SAVED_FORMULAS[c] for c in type(loss).__mro__
+                             if c in SAVED_FORMULAS), None)
+        if loss_formula is None:
+            missing.append(f"loss {type(loss).__name__}")
+        else:
+            per["(loss)"] = loss_formula(loss, _loss_call(loss, output, targets))
     if missing:
         return None, "no saved-bytes formula for " + ", ".join(missing), per
     return sum(per.values()), "Σ per-call saved tensors (formulas)", per
+
+
+def _loss_call(loss, output, targets) -> Call:
+    import torch
+
+    flat = isinstance(loss, torch.nn.CrossEntropyLoss)
+    flat_out = output.flatten(0, -2) if flat else output
+    flat_t = targets.flatten() if flat else targets
+    return Call((tuple(flat_out.shape), tuple(flat_t.shape)), (), (True, False),
+                (False, False), {}, (flat_out.element_size(), flat_t.element_size()), 4)
+
+
+class LiveStorages:
+    """The bytes of the tensor storages a run creates and keeps alive, with their peak: a
+    ``TorchDispatchMode`` sees every operator's output, of the forward, the backward (CPU
+    autograd runs in the caller's thread) and the optimizer step alike; a new storage counts
+    from the operator that made it until the last tensor on it is gone. Storages that existed
+    before (parameters, the batch, a view of either) never count. What a kernel allocates
+    and frees inside itself is not seen: the peak is that of the tensors, a lower bound on the
+    allocator's. :meth:`mark` labels points as :class:`~tinyprof.memory.MemoryTimeline` does."""
+
+    def __init__(self):
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        tracker = self
+
+        class Outputs(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                return tracker._seen(func, args, kwargs or {})
+
+        self.mode, self.marks = Outputs(), []
+        self.refs: dict[int, int] = {}
+        self.sizes: dict[int, int] = {}
+        self.old: set[int] = set()
+        self.now = self.peak = self.last = 0
+
+    def __enter__(self):
+        self.mode.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.mode.__exit__(*exc)
+
+    def _seen(self, func, args, kwargs):
+        import weakref
+
+        from torch.utils._pytree import tree_flatten
+
+        fresh = func.overloadpacket.__name__.startswith("lift_fresh")   # torch.tensor(...)
+        for t in tree_flatten((args, kwargs))[0]:
+            key = _key(t)
+            if key is not None and key not in self.refs and not fresh:
+                self.old.add(key)
+        output = func(*args, **kwargs)
+        for t in tree_flatten(output)[0]:
+            key = _key(t)
+            if key is None or key in self.old:
+                continue
+            if key not in self.refs:
+                self.refs[key], self.sizes[key] = 0, t.untyped_storage().nbytes()
+                self.now += self.sizes[key]
+                self.peak = max(self.peak, self.now)
+            self.refs[key] += 1
+            weakref.finalize(t, self._drop, key)
+        return output
+
+    def _drop(self, key: int) -> None:
+        self.refs[key] -= 1
+        if not self.refs[key]:
+            del self.refs[key]
+            self.now -= self.sizes.pop(key)
+
+    def mark(self, label: str) -> None:
+        """Record (label, live bytes, change since the last mark, peak since the last mark)."""
+        self.marks.append(Mark(label, self.now, self.now - self.last, self.peak))
+        self.last = self.peak = self.now
+
+
+def _key(tensor) -> int | None:
+    import torch
+
+    if not isinstance(tensor, torch.Tensor) or tensor.layout != torch.strided \
+            or tensor.device.type == "meta":
+        return None
+    return tensor.untyped_storage().data_ptr() or None
 
 
 def training_memory(module, inputs, targets=None, loss=None,
@@ -276,7 +440,8 @@ def training_memory(module, inputs, targets=None, loss=None,
 
     import torch
 
-    args = inputs if isinstance(inputs, tuple) else (inputs,)
+    args, kwargs = model_inputs(module, inputs, skip_first_input_grad=True,
+                                caller="training_memory")
     params = list(module.parameters())
     trainable = [p for p in params if p.requires_grad]
     if not trainable:
@@ -289,29 +454,36 @@ def training_memory(module, inputs, targets=None, loss=None,
     param_storages = _storages(params)
     cuda = params[0].is_cuda
     allocated: dict[str, int] = {}
+    live = LiveStorages()
 
     def mark(label: str) -> None:
         if cuda:
             torch.cuda.synchronize()
             allocated[label] = torch.cuda.memory_allocated()
+        if label != "start":
+            live.mark(label)
 
     try:
         for p in params:
             p.grad = None
         mark("start")
-        with _SavedRecorder(module, set(param_storages)) as saved:
-            output = module(*args)
-            loss_fn, targets = _loss_and_targets(loss, output, targets)
-            value = _apply_loss(loss_fn, output, targets)
-        del output
-        mark("after forward")
-        value.backward()
-        del value
-        mark("after backward")
-        gradients = _storages(p.grad for p in params)
-        state_before = _state_storages(opt)
-        opt.step()
-        mark("after optimizer step")
+        with live, _SavedRecorder(module, set(param_storages)) as saved:
+            output, is_loss = model_output(module(*args, **kwargs))
+            if is_loss:
+                value = output
+            else:
+                loss_fn, targets = _loss_and_targets(loss, output, targets)
+                value = _apply_loss(loss_fn, output, targets)
+            del output
+            mark("after forward")
+        with live:
+            value.backward()
+            del value
+            mark("after backward")
+            gradients = _storages(p.grad for p in params)
+            state_before = _state_storages(opt)
+            opt.step()
+            mark("after optimizer step")
         state = {k: v for k, v in _state_storages(opt).items() if k not in state_before}
         state.update(state_before)
         activations = saved.by_module()
@@ -326,8 +498,7 @@ def training_memory(module, inputs, targets=None, loss=None,
     count_trainable = sum(p.numel() for p in trainable)
     slots = STATE_SLOTS.get(kind, 0)
     steps = 4 * len(trainable) if kind in ("adam", "adamw") else 0
-    predicted, how, _ = predicted_activations(module, args[0] if len(args) == 1 else args,
-                                              loss, targets)
+    predicted, how, _ = predicted_activations(module, args, loss, targets, kwargs)
     how = f"{how}; measured: saved_tensors_hooks, each storage once"
     components = (
         Component("parameters", sum(param_storages.values()), count * itemsize,
@@ -341,14 +512,17 @@ def training_memory(module, inputs, targets=None, loss=None,
                   + (" + 4 B step per tensor" if steps else "")
                   + "; measured: optimizer.state tensors"),
     )
-    total = sum(c.measured_bytes for c in components)
-    where = "GPU (cuda memory_allocated in .timeline)" if cuda else \
+    marks = tuple(live.marks)
+    peak = max(phase_peaks(marks, components[0].measured_bytes).values())
+    where = "GPU (cuda memory_allocated in .cuda_allocated)" if cuda else \
         "CPU (tensor storages; tracemalloc cannot see torch's allocator)"
-    title = (f"{type(module).__name__} training step, input {tuple(args[0].shape)}, "
-             f"{params[0].dtype}, {kind}: {format_bytes(total)} measured on {where}")
-    result = TrainingMemory(title, components,
-                            optimizer_state_bytes=types.MappingProxyType({kind: components[3]
-                                                                          .measured_bytes}))
+    first = next(t for t in (*args, *kwargs.values()) if hasattr(t, "shape"))
+    title = (f"{type(module).__name__} training step, input {tuple(first.shape)}, "
+             f"{params[0].dtype}, {kind}: measured peak {format_bytes(peak)} on {where}")
+    result = TrainingMemory(title, components, marks[0].peak_bytes,
+                            max(m.peak_bytes for m in marks),
+                            types.MappingProxyType({kind: components[3].measured_bytes}),
+                            marks)
     object.__setattr__(result, "cuda_allocated", dict(allocated))
     object.__setattr__(result, "activations_by_module", dict(activations))
     return result
@@ -378,4 +552,5 @@ def activation_table(module, inputs, targets=None, loss=None) -> Table:
                          memory.activations.predicted_bytes])
 
 
-__all__ = ["SAVED_FORMULAS", "activation_table", "predicted_activations", "training_memory"]
+__all__ = ["LiveStorages", "SAVED_FORMULAS", "activation_table", "model_output",
+           "predicted_activations", "trace_saved_calls", "training_memory"]

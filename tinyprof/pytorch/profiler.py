@@ -169,7 +169,8 @@ class TorchRecorder:
         begins at the node that produced its output and ends at a node that produced one of its
         inputs, which autograd reaches only after every node the call created."""
         tensor = self._torch.Tensor
-        outputs = output if isinstance(output, (tuple, list)) else (output,)
+        outputs = output if isinstance(output, (tuple, list)) else \
+            tuple(output.values()) if isinstance(output, dict) else (output,)   # HF ModelOutput
         inputs = [a.grad_fn for a in args if isinstance(a, tensor) and a.grad_fn is not None]
         input_ids = {id(node) for node in inputs}
         begins = [out.grad_fn for out in outputs if isinstance(out, tensor)

@@ -30,20 +30,17 @@ from .flops import flops_by_module, numel
 def module_work(module, input_shape: Sequence[int] | None = None, *, inputs: Any = None
                 ) -> dict[tuple[str, str], LayerWork]:
     """(module name as the profiler shows it, phase) → :class:`~tinyprof.bottlenecks.LayerWork`
-    per call, for every module with work of its own (functions it calls added to it)."""
+    per call, for every module with work of its own (the operators it runs itself)."""
     modules = dict(module.named_modules())
     first = next(module.parameters(), None)
     itemsize = first.element_size() if first is not None else 4
     root = type(module).__name__
     work: dict[tuple[str, str], list[int]] = {}
     for row in flops_by_module(module, input_shape, inputs=inputs, backward=True):
-        owner = row.name.split(" · ")[0]
-        function = " · " in row.name
-        path = "" if owner == "(model)" else owner
-        sub = modules.get(path, module)
-        params = sum(p.numel() for p in sub.parameters(recurse=False)) if not function else 0
+        path = "" if row.name == "(model)" else row.name
+        params = sum(p.numel() for p in modules.get(path, module).parameters(recurse=False))
         x, y = numel(row.input_shape), numel(row.output_shape)
-        name = root if owner == "(model)" else owner
+        name = root if row.name == "(model)" else row.name
         forward = work.setdefault((name, "forward"), [0, 0, 0])
         backward = work.setdefault((name, "backward"), [0, 0, 0])
         forward[0] += row.matmul + row.elementwise
