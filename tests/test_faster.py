@@ -120,12 +120,13 @@ def test_predicted_seconds_scales_each_stage_by_each_fix_alone():
 
 def test_stage_seconds_measures_every_stage_and_the_fixes_remove_the_costs():
     slow, fast = analysis.stage_seconds((), steps=2), analysis.stage_seconds(pipeline.FIXES, 2)
-    assert list(slow) == list(fast) == list(analysis.STAGES)
+    assert list(slow) == list(fast) == [*analysis.STAGES, analysis.OTHER]
     # Computed once instead of a sort of every pixel's column per step.
     assert fast["statistics"] < slow["statistics"] / 10
     # One gather instead of 256 Python iterations with a formatted message each.
     assert fast["load"] < slow["load"] / 5
     assert all(seconds > 0 for seconds in slow.values())
+    assert fast[analysis.OTHER] > 0          # casting the weights and reading the labels
 
 
 def test_stage_work_counts_the_matmuls_and_halves_the_bytes_in_float32():

@@ -7,7 +7,7 @@ from typing import Collection, Mapping
 import ipywidgets as widgets
 import numpy as np
 
-from ..faster.analysis import STAGES, predicted_seconds, stage_seconds
+from ..faster.analysis import OTHER, STAGES, predicted_seconds, stage_seconds
 from ..faster.pipeline import FIXES, check_fixes
 from ..plots.describe import described, listing, number
 from ..plots.style import FIGSIZE, new_figure, style_axes
@@ -15,15 +15,16 @@ from ..units import format_seconds
 from .explorer import Explorer, show
 
 #: One colour per stage, the same in every bar.
-STAGE_COLORS = ("#9aa5b1", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728")
+STAGE_COLORS = ("#9aa5b1", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#e0e0e0")
 
 
 def plot_step_times(bars: Mapping[str, Mapping[str, float]], title: str):
-    """One horizontal bar per label, stacked by stage (seconds shown in milliseconds)."""
+    """One horizontal bar per label, stacked by stage and the rest of the step ("other"),
+    seconds shown in milliseconds."""
     labels = list(bars)
     fig, ax = new_figure(figsize=(FIGSIZE[0], 0.6 * len(labels) + 1.6))
     left = np.zeros(len(labels))
-    for stage, color in zip(STAGES, STAGE_COLORS):
+    for stage, color in zip((*STAGES, OTHER), STAGE_COLORS):
         widths = np.array([bars[label].get(stage, 0.0) * 1e3 for label in labels])
         ax.barh(labels, widths, left=left, color=color, label=stage)
         left += widths
@@ -62,8 +63,8 @@ def fixes_explorer(fixes: Collection[str] = FIXES, *, baseline: Mapping[str, flo
         applied = frozenset(fix for fix, on in ticked.items() if on)
         if applied not in measured:
             measured[applied] = stage_seconds(applied, steps)
-        predicted_stages = {stage: predicted_seconds({stage: baseline[stage]}, alone, applied)
-                            for stage in STAGES}
+        predicted_stages = {stage: predicted_seconds({stage: seconds}, alone, applied)
+                            for stage, seconds in baseline.items()}
         base, predicted = sum(baseline.values()), sum(predicted_stages.values())
         actual = sum(measured[applied].values())
         names = ", ".join(fix for fix in FIXES if fix in applied) or "none"
