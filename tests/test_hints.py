@@ -29,11 +29,12 @@ import tinyprof as tp
 from tinyprof.testing import expect
 
 #: Chapters whose every visible hint must be reached by a mistake below.
-COVERED = ("04_latency", "05_bottlenecks", "06_benchmarking", "07_pytorch")
+COVERED = ("04_latency", "05_bottlenecks", "06_benchmarking", "07_pytorch", "08_faster")
 #: Code cells (by id) that define the fakes a chapter's visible tests use (chapter 07: the GPT
-#: and its `model`, the toy models, the fake GPU; torch and nn as its set-up cell imports them).
+#: and its `model`, the toy models, the fake GPU; torch and nn as its set-up cell imports them;
+#: chapter 08: the pipeline, its constants and the output comparisons).
 FIXTURES = {"03_memory": ("cell-06",), "04_latency": ("cell-18",), "06_benchmarking": ("cell-08",),
-            "07_pytorch": ("cell-04", "cell-10", "cell-44")}
+            "07_pytorch": ("cell-04", "cell-10", "cell-44"), "08_faster": ("cell-03",)}
 IMPORTS = {"07_pytorch": "import torch\nfrom torch import nn\n"}
 
 
@@ -66,9 +67,13 @@ def graded_cells(chapter: str) -> list[str]:
 
 def hints_of(source: str) -> list[str]:
     """Every hint text of a visible test: the values of each ``hints={...}`` dictionary passed
-    to ``expect`` and the message of each ``raise AssertionError(...)``."""
+    to ``expect``, of each dictionary assigned to a name ending in ``_HINTS`` (a cell's hints
+    shared by several ``expect`` calls) and the message of each ``raise AssertionError(...)``."""
     texts = []
     for node in ast.walk(ast.parse(source)):
+        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict)
+                and any(getattr(t, "id", "").endswith("_HINTS") for t in node.targets)):
+            texts += [_text(value) for value in node.value.values]
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "expect":
             for keyword in node.keywords:
                 if keyword.arg == "hints" and isinstance(keyword.value, ast.Dict):
@@ -84,6 +89,24 @@ def _text(node: ast.expr) -> str:
         f"a hint must be a plain string for this test to find it: {ast.unparse(node)}")
     return node.value
 
+#: Chapter 08's loader mistakes share the right gather: each sample's 16×16 window of the
+#: padded upscaled image, moved down ``dy`` and right ``dx``.
+WINDOWS = """
+        def windows(images, indices, dy, dx):
+            n = len(indices)
+            up = images[indices].reshape(n, 8, 8).repeat(2, axis=1).repeat(2, axis=2)
+            padded = np.pad(up, ((0, 0), (2, 2), (2, 2)))
+            r = np.arange(16)
+            rows = (r[None, :] - dy[:, None] + 2)[:, :, None]
+            cols = (r[None, :] - dx[:, None] + 2)[:, None, :]
+            return padded[np.arange(n)[:, None, None], rows, cols].reshape(n, 256)
+"""
+#: ... and the loss mistakes a right log-softmax.
+LOG_SOFTMAX = """
+        def log_softmax(z):
+            s = z - z.max(axis=1, keepdims=True)
+            return s - np.log(np.exp(s).sum(axis=1, keepdims=True))
+"""
 
 MISTAKES = {
     "percentile, n-based position": ("04_latency", "test_percentile", """
@@ -678,6 +701,102 @@ MISTAKES = {
                 tracemalloc.stop()
             return peak - before
         """, "finally block (try: ... finally: ...)"),
+    # Chapter 08: each likely mistake of the fixes, against the slow pipeline's outputs.
+    "predicted_speedup, the stage's own speedup": ("08_faster", "test_predicted_speedup", """
+        def predicted_speedup(before, after):
+            return sum(before[s] for s in after) / sum(after.values())
+        """, "That is the load stage's own speedup"),
+    "predicted_speedup, upside down": ("08_faster", "test_predicted_speedup", """
+        def predicted_speedup(before, after):
+            total = sum(before.values())
+            return (total - sum(before[s] - t for s, t in after.items())) / total
+        """, "Upside down"),
+    "predicted_speedup, new time of the fixed stage only": (
+        "08_faster", "test_predicted_speedup", """
+        def predicted_speedup(before, after):
+            return sum(before.values()) / sum(after.values())
+        """, "the new step time is the new load time PLUS the untouched stages"),
+    "predicted_speedup, first fixed stage only": ("08_faster", "test_predicted_speedup", """
+        def predicted_speedup(before, after):
+            total = sum(before.values())
+            stage, seconds = next(iter(after.items()))
+            return total / (total - (before[stage] - seconds))
+        """, "Only the first stage in `after` was counted"),
+    "load_batch, shifted the wrong way": ("08_faster", "test_load_batch", WINDOWS + """
+        def load_batch(images, indices, shifts, centre, scale):
+            return (windows(images, indices, -shifts[:, 0], -shifts[:, 1]) - centre) / scale
+        """, "subtract the shift"),
+    "load_batch, rows and columns swapped": ("08_faster", "test_load_batch", WINDOWS + """
+        def load_batch(images, indices, shifts, centre, scale):
+            return (windows(images, indices, shifts[:, 1], shifts[:, 0]) - centre) / scale
+        """, "shifts[:, 0] is dy (rows)"),
+    "load_batch, not normalised": ("08_faster", "test_load_batch", WINDOWS + """
+        def load_batch(images, indices, shifts, centre, scale):
+            return windows(images, indices, shifts[:, 0], shifts[:, 1]).astype(float)
+        """, "(x − centre) / scale"),
+    "load_batch, np.roll wraps around": ("08_faster", "test_load_batch", """
+        def load_batch(images, indices, shifts, centre, scale):
+            up = images[indices].reshape(-1, 8, 8).repeat(2, axis=1).repeat(2, axis=2)
+            rolled = np.stack([np.roll(im, (int(dy), int(dx)), (0, 1))
+                               for im, (dy, dx) in zip(up, shifts)])
+            return (rolled.reshape(len(indices), 256) - centre) / scale
+        """, "zeros are shifted in"),
+    "gelu_with_grad, swapped": ("08_faster", "test_gelu_with_grad", """
+        def gelu_with_grad(h):
+            t = np.tanh(GELU_C * (h + 0.044715 * h * h * h))
+            dy = 0.5 * (1 + t) + 0.5 * h * (1 - t * t) * GELU_C * (1 + 0.134145 * h * h)
+            return dy, 0.5 * h * (1 + t)
+        """, "in that order"),
+    "gelu_with_grad, half the derivative": ("08_faster", "test_gelu_with_grad", """
+        def gelu_with_grad(h):
+            t = np.tanh(GELU_C * (h + 0.044715 * h * h * h))
+            return 0.5 * h * (1 + t), 0.5 * h * (1 - t * t) * GELU_C * (1 + 0.134145 * h * h)
+        """, "GELU' has two terms"),
+    "gelu_with_grad, no 3": ("08_faster", "test_gelu_with_grad", """
+        def gelu_with_grad(h):
+            t = np.tanh(GELU_C * (h + 0.044715 * h * h * h))
+            dy = 0.5 * (1 + t) + 0.5 * h * (1 - t * t) * GELU_C * (1 + 0.044715 * h * h)
+            return 0.5 * h * (1 + t), dy
+        """, "the 3 is missing"),
+    "gelu_with_grad, ReLU's derivative": ("08_faster", "test_gelu_with_grad", """
+        def gelu_with_grad(h):
+            t = np.tanh(GELU_C * (h + 0.044715 * h * h * h))
+            return 0.5 * h * (1 + t), (h > 0).astype(h.dtype)
+        """, "That is ReLU's derivative"),
+    "gelu_with_grad, in place in h": ("08_faster", "test_gelu_with_grad", """
+        def gelu_with_grad(h):
+            t = np.tanh(GELU_C * (h + 0.044715 * h * h * h))
+            dy = 0.5 * (1 + t) + 0.5 * h * (1 - t * t) * GELU_C * (1 + 0.134145 * h * h)
+            h *= 0.5 * (1 + t)
+            return h.copy(), dy
+        """, "Your function changed its input"),
+    "smoothed_loss, summed": ("08_faster", "test_smoothed_loss", LOG_SOFTMAX + """
+        def smoothed_loss(z, labels):
+            t = np.full(z.shape, 0.01)
+            t[np.arange(len(z)), labels] += 0.9
+            return float(-(t * log_softmax(z)).sum()), np.exp(log_softmax(z)) - t
+        """, "The loss is the MEAN over the batch"),
+    "smoothed_loss, dz not divided": ("08_faster", "test_smoothed_loss", LOG_SOFTMAX + """
+        def smoothed_loss(z, labels):
+            t = np.full(z.shape, 0.01)
+            t[np.arange(len(z)), labels] += 0.9
+            return float(-(t * log_softmax(z)).sum() / len(z)), np.exp(log_softmax(z)) - t
+        """, "its gradient is (p − t) / n"),
+    "smoothed_loss, one-hot targets": ("08_faster", "test_smoothed_loss", LOG_SOFTMAX + """
+        def smoothed_loss(z, labels):
+            t, n = np.eye(10)[labels], len(z)
+            return float(-(t * log_softmax(z)).sum() / n), (np.exp(log_softmax(z)) - t) / n
+        """, "The targets are smoothed"),
+    "fast_step, no weight decay": ("08_faster", "test_fast_step", """
+        def fast_step(weights, batch):
+            loss, new = pipeline.step(weights, batch, pipeline.FIXES)
+            decay = LEARNING_RATE * WEIGHT_DECAY
+            return loss, {k: v + decay * weights[k] for k, v in new.items()}
+        """, "the weight decay term λ·w is missing"),
+    "fast_step, the old weights": ("08_faster", "test_fast_step", """
+        def fast_step(weights, batch):
+            return pipeline.step(weights, batch, pipeline.FIXES)[0], weights
+        """, "Return the NEW weights"),
 }
 
 

@@ -219,3 +219,21 @@ def test_a_fake_module_in_the_notebook_is_detected():
 def test_expect_names_the_mistake():
     with pytest.raises(AssertionError, match=r"linear: expected 8,256, got 8,192\. forgot"):
         expect(8_192, 8_256, "linear", hints={8_192: "forgot the bias"})
+
+
+def test_same_and_which_compare_structures_and_name_the_matching_mistake():
+    import numpy as np
+
+    from tinyprof.testing import reference_unavailable, same, which
+
+    step = (2.5, {"W": np.arange(6.0).reshape(2, 3), "b": np.zeros(3)})
+    assert same((2.5, {"W": np.arange(6.0).reshape(2, 3) + 1e-12, "b": np.zeros(3)}), step)
+    assert not same((2.5, {"W": np.arange(6.0).reshape(3, 2), "b": np.zeros(3)}), step)  # shape
+    assert not same((2.5, {"W": np.arange(6.0).reshape(2, 3)}), step)                    # a key
+    assert not same([2.5], step) and not same("2.5", 2.5)
+    assert same([2.5, step[1]], step)          # a list for a tuple (what the grader sends back)
+    variants = {"right": 1.0, "doubled": 2.0}
+    with reference_unavailable():              # usable by hidden tests, tinyprof switched off
+        assert which(2.0, variants) == "doubled"
+        assert which(1.0 + 1e-7, variants, rtol=1e-6) == "right"
+        assert which(3.0, variants) == "something else"

@@ -208,13 +208,15 @@ def _explorers():
         tw.memory_breakdown_explorer(lambda dtype: models.mlp((64, 32, 10), dtype=dtype), (64,),
                                      batch_sizes=(1, 4), optimizers=("sgd", "adam"),
                                      dtypes=("float32",)),
+        tw.fixes_explorer(("float32",), steps=1),
     ]
 
 
 #: Core controls a keyboard operates: a slider's handle takes the arrow keys (its number readout
-#: can be typed into), a dropdown is a native <select>.
+#: can be typed into), a dropdown is a native <select>, a checkbox a native <input> that the
+#: space bar toggles.
 KEYBOARD_CONTROLS = (widgets.IntSlider, widgets.FloatSlider, widgets.FloatLogSlider,
-                     widgets.SelectionSlider, widgets.Dropdown)
+                     widgets.SelectionSlider, widgets.Dropdown, widgets.Checkbox)
 
 
 def test_every_explorer_describes_its_figures_and_labels_its_controls():

@@ -138,6 +138,33 @@ def shown(value: Any) -> str:
         return f"a {kind}"
 
 
+def same(got: Any, want: Any, rtol: float = 1e-6, atol: float = 1e-9) -> bool:
+    """True when ``got`` has ``want``'s structure (tuples and lists item by item, dicts key by
+    key) and its numbers and arrays are within atol + rtol·|want| of it, shapes equal. Calls no
+    other tinyprof function, so that hidden tests can use it with tinyprof switched off."""
+    import numpy as np
+
+    if isinstance(want, dict):
+        return (isinstance(got, dict) and set(got) == set(want)
+                and all(same(got[k], want[k], rtol, atol) for k in want))
+    if isinstance(want, (tuple, list)):
+        return (isinstance(got, (tuple, list)) and len(got) == len(want)
+                and all(same(g, w, rtol, atol) for g, w in zip(got, want)))
+    try:
+        return (np.shape(got) == np.shape(want)
+                and bool(np.allclose(got, want, rtol=rtol, atol=atol, equal_nan=True)))
+    except (TypeError, ValueError):
+        return False
+
+
+def which(got: Any, variants: Mapping[str, Any], rtol: float = 1e-6, atol: float = 1e-9) -> str:
+    """The name of the first of ``variants`` (name → value: the right answer and those of
+    likely mistakes) that ``got`` is :func:`same` as, else ``"something else"``; for
+    ``expect(which(got, variants), "right", what, hints={mistake: hint})``."""
+    return next((name for name, value in variants.items() if same(got, value, rtol, atol)),
+                "something else")
+
+
 # --- speed -------------------------------------------------------------------------------------
 
 #: Speed measurements made in this kernel (no grader), so that a chapter's tier cells (2×, 4×,
@@ -519,7 +546,7 @@ def _from_notebook(obj: Any) -> bool:
 
 
 def _helpers() -> dict[str, Any]:
-    return {"expect": expect, "expect_faster": expect_faster,
+    return {"expect": expect, "expect_faster": expect_faster, "same": same, "which": which,
             "reference_unavailable": reference_unavailable,
             "ReferenceUnavailable": ReferenceUnavailable, "TamperingDetected": TamperingDetected}
 
