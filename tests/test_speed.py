@@ -62,7 +62,8 @@ def test_first_difference_reads_structures_shapes_and_samples():
 
 
 def test_calls_per_block_fill_the_block_within_the_baselines_budget():
-    assert choose_calls(0.005, 0.07, 11) == 10          # 50 ms of candidate
+    assert choose_calls(0.005, 0.03, 11) == 10          # 50 ms of candidate
+    assert choose_calls(0.005, 0.07, 11) == 6           # 11 × 6 × 70 ms ≤ 5 s of baseline
     assert choose_calls(1e-6, 1e-4, 11) == 32           # at most 32
     assert choose_calls(0.005, 2.0, 11) == 1            # a slow baseline: one call a block
 

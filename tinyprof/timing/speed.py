@@ -41,7 +41,7 @@ from .abtest import MIN_ROUNDS, bootstrap_ratio_ci
 BLOCK_SECONDS = 0.05
 MAX_CALLS = 32
 #: The baseline's blocks over all rounds should take about this long at most.
-BASELINE_BUDGET_SECONDS = 10.0
+BASELINE_BUDGET_SECONDS = 5.0
 RTOL, ATOL = 1e-4, 1e-6
 
 
