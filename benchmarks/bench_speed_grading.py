@@ -64,7 +64,8 @@ def graded(scratch: Path, notebook: bytes) -> tuple[float, float]:
             nb = json.loads(path.read_text(encoding="utf-8"))
             for cell in nb["cells"]:
                 for output in cell.get("outputs", []):
-                    found = GRADER_LINE.search(output.get("text", ""))
+                    text = output.get("text", "")
+                    found = GRADER_LINE.search("".join(text) if isinstance(text, list) else text)
                     if found:
                         return wall, float(found.group(1))
     raise SystemExit("no speed test output in the autograded notebook")
