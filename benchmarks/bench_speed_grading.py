@@ -80,7 +80,7 @@ def in_kernel(scratch: Path, notebook: bytes) -> tuple[float, float, float]:
 
     nb = nbformat.reads(notebook.decode(), as_version=4)
     folder = scratch / "plain"
-    folder.mkdir()
+    folder.mkdir(parents=True)
     client = NotebookClient(nb, timeout=300, allow_errors=True, kernel_name="python3",
                             resources={"metadata": {"path": str(folder)}})
     start = time.perf_counter()
