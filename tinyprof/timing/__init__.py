@@ -7,7 +7,9 @@
   :func:`compare_latency` (a table of several) compare them; their figures are in
   :mod:`tinyprof.plots`;
 - :mod:`.abtest`: ``ab_test``, two callables timed in interleaved rounds and judged;
-- :mod:`.scaling`: throughput and latency across batch sizes (loaded when used).
+- :mod:`.scaling`: throughput and latency across batch sizes (loaded when used);
+- :mod:`.speed`: ``measure_speedup``, a rewrite against its baseline on fresh inputs, every
+  output checked (chapter 08's speed tests; loaded when used).
 """
 
 from .abtest import ABResult, ab_test
