@@ -50,8 +50,8 @@ from tinyprof.timing.speed import (
     MAX_CALLS,
     Sampled,
     Speedup,
+    check_outputs,
     choose_calls,
-    first_difference,
     qualified_name,
 )
 
@@ -222,14 +222,7 @@ class SpeedBench:
         picked = {side: _positions(sides[side][0].pick(outputs[side], fractions), fractions)
                   for side in outputs}
         whole = {side: clock() - start[side] for side, clock in clocks.items()}
-        for i, (got, want) in enumerate(zip(picked["candidate"], picked["baseline"])):
-            found = first_difference(got, want, rtol, atol)
-            if found:
-                raise AssertionError(f"call {made + i + 1} (fresh inputs): {found}; a faster "
-                                     "version must compute what the baseline computes")
-        if len(picked["candidate"]) != len(seeds):
-            raise AssertionError(f"the candidate returned {len(picked['candidate'])} outputs "
-                                 f"for {len(seeds)} calls")
+        check_outputs(picked["candidate"], picked["baseline"], made, rtol, atol)
         return {side: {"block": block[side], "rest": whole[side] - block[side]}
                 for side in clocks}
 

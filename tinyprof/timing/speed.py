@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Callable
 
 import numpy as np
@@ -64,7 +65,7 @@ class Speedup:
         """median(baseline) / median(candidate): above 1 the candidate is faster."""
         return float(np.median(self.baseline_seconds) / np.median(self.candidate_seconds))
 
-    @property
+    @cached_property
     def ci(self) -> tuple[float, float]:
         """The 95 % bootstrap interval of the speedup."""
         return bootstrap_ratio_ci(self.baseline_seconds, self.candidate_seconds)
@@ -210,13 +211,13 @@ def measure_speedup(candidate: Callable, baseline: Callable, make_inputs: Callab
                          f"having, got {rounds}")
     seeds = iter(range(seed * 1_000_003 + 1, 2**62))
     inputs = _fresh(make_inputs, seeds, 1)
-    _check(_block("candidate", candidate, inputs, clock),
-           _block("baseline", baseline, inputs, clock), inputs, 0, rtol, atol)   # the warm-up
+    check_outputs(_block("candidate", candidate, inputs, clock).outputs,   # the warm-up
+                  _block("baseline", baseline, inputs, clock).outputs, 0, rtol, atol)
     if calls is None:
         inputs = _fresh(make_inputs, seeds, 1)
         baseline_once = _block("baseline", baseline, inputs, clock)
         candidate_once = _block("candidate", candidate, inputs, clock)
-        _check(candidate_once, baseline_once, inputs, 1, rtol, atol)
+        check_outputs(candidate_once.outputs, baseline_once.outputs, 1, rtol, atol)
         calls = choose_calls(candidate_once.seconds, baseline_once.seconds, rounds)
     order = np.random.default_rng(seed)
     base_times, cand_times = [], []
@@ -226,7 +227,8 @@ def measure_speedup(candidate: Callable, baseline: Callable, make_inputs: Callab
         for side in order.permutation(2):
             name, fn = (("baseline", baseline), ("candidate", candidate))[side]
             results[name] = _block(name, fn, inputs, clock)
-        _check(results["candidate"], results["baseline"], inputs, 2 + r * calls, rtol, atol)
+        check_outputs(results["candidate"].outputs, results["baseline"].outputs, 2 + r * calls,
+                      rtol, atol)
         base_times.append(results["baseline"].seconds / calls)
         cand_times.append(results["candidate"].seconds / calls)
     return Speedup(qualified_name(baseline), tuple(base_times), tuple(cand_times), calls,
@@ -259,14 +261,19 @@ def _block(side: str, fn: Callable, inputs: list[tuple], clock: Callable[[], flo
     return _Timed(outputs, clock() - start)
 
 
-def _check(candidate: _Timed, baseline: _Timed, inputs: list[tuple], first_call: int,
-           rtol: float, atol: float) -> None:
-    for i, (got, want) in enumerate(zip(candidate.outputs, baseline.outputs)):
+def check_outputs(candidate: list, baseline: list, calls_before: int, rtol: float = RTOL,
+                  atol: float = ATOL) -> None:
+    """AssertionError naming the first call (numbered after ``calls_before`` earlier ones) whose
+    output differs from the baseline's on the same inputs, and where (:func:`first_difference`)."""
+    if len(candidate) != len(baseline):
+        raise AssertionError(f"the candidate returned {len(candidate)} outputs for "
+                             f"{len(baseline)} calls")
+    for i, (got, want) in enumerate(zip(candidate, baseline)):
         found = first_difference(got, want, rtol, atol)
         if found:
-            raise AssertionError(f"call {first_call + i + 1} (fresh inputs): {found}; a faster "
+            raise AssertionError(f"call {calls_before + i + 1} (fresh inputs): {found}; a faster "
                                  "version must compute what the baseline computes")
 
 
-__all__ = ["BLOCK_SECONDS", "MAX_CALLS", "Sampled", "Speedup", "choose_calls", "first_difference",
-           "measure_speedup", "qualified_name"]
+__all__ = ["BLOCK_SECONDS", "MAX_CALLS", "Sampled", "Speedup", "check_outputs", "choose_calls",
+           "first_difference", "measure_speedup", "qualified_name"]
