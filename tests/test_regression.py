@@ -119,16 +119,25 @@ def test_a_flagged_variant_is_re_measured_and_confirmed(tmp_path, model_and_data
 
 def test_a_change_that_vanishes_when_re_measured_is_unstable(tmp_path, model_and_data):
     """The first measurement ran a model three times slower; the re-measurement, as a machine
-    that drifted back would, finds the baseline's speed: no verdict either way."""
+    that drifted back would, finds the baseline's speed: no verdict either way.
+
+    The re-measurement times the baseline's own model against a baseline measured seconds
+    earlier; on a machine as busy as a CI runner that also grades sandboxed cohorts, the two
+    can differ by more than the 5 % band in one try in a few dozen (which is the drift this
+    status exists for). So the scenario gets three tries; a checker that calls a regression
+    here every time fails all three."""
     model, data = model_and_data
-    path = tp.benchmark_suite({"m": model}, data, rounds=20).save(tmp_path / "baseline.json")
-    now = tp.benchmark_suite({"m": lambda x: [model(x) for _ in range(3)][-1]}, data,
-                             rounds=20)
-    drifted_back = dataclasses.replace(now, sources=dataclasses.replace(now.sources,
-                                                                        models={"m": model}))
-    report = check_regression(drifted_back, path)
-    check = report.checks[0]
-    assert check.status == "unstable" and report.unstable == ["m"] and report.ok
+    for _ in range(3):
+        path = tp.benchmark_suite({"m": model}, data, rounds=20).save(tmp_path / "baseline.json")
+        now = tp.benchmark_suite({"m": lambda x: [model(x) for _ in range(3)][-1]}, data,
+                                 rounds=20)
+        drifted_back = dataclasses.replace(now, sources=dataclasses.replace(
+            now.sources, models={"m": model}))
+        report = check_regression(drifted_back, path)
+        check = report.checks[0]
+        if check.status == "unstable":
+            break
+    assert check.status == "unstable" and report.unstable == ["m"] and report.ok, str(report)
     assert check.corrected.direction == "slower" and check.remeasured.direction != "slower"
     assert "drifted" in check.note and "NO VERDICT for m" in str(report)
 

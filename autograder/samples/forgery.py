@@ -143,9 +143,13 @@ for _fd in range(3, 256):
         pass
 """
 
-# Twelve children of 100 MB each and a memfd filled with 600 MB, all held at once.
+# Twelve children of 100 MB each and a memfd filled with 600 MB, all held at once. A child
+# tells the parent through a pipe once its whole block is touched, so that the report counts
+# the children that held 100 MB while the memfd was full, not those still filling (or stalled
+# in the control group's reclaim) when the parent looked.
 MEMORY = _REPORT + """
 import os as _os, time as _time
+_full_r, _full_w = _os.pipe()
 _children = []
 for _ in range(12):
     _pid = _os.fork()
@@ -153,6 +157,7 @@ for _ in range(12):
         _block = bytearray(100 * 2**20)
         for _i in range(0, len(_block), 4096):
             _block[_i] = 1
+        _os.write(_full_w, _os.getpid().to_bytes(4, "little"))
         _time.sleep(4)
         _os._exit(0)
     _children.append(_pid)
@@ -164,9 +169,18 @@ try:
         _filled += 1
 except OSError:
     pass
-_alive = sum(1 for _pid in _children if _os.waitpid(_pid, _os.WNOHANG) == (0, 0))
+_os.set_blocking(_full_r, False)
+_full = b""
+try:
+    while _chunk := _os.read(_full_r, 4096):
+        _full += _chunk
+except BlockingIOError:
+    pass
+_full_pids = {int.from_bytes(_full[_i:_i + 4], "little") for _i in range(0, len(_full), 4)}
+_alive = [_pid for _pid in _children if _os.waitpid(_pid, _os.WNOHANG) == (0, 0)]
+_held = sum(1 for _pid in _alive if _pid in _full_pids)
 _time.sleep(1)
-_report("memory", children=len(_children), alive=_alive, memfd_mb=_filled)
+_report("memory", children=len(_children), alive=len(_alive), held=_held, memfd_mb=_filled)
 for _pid in _children:
     try:
         _os.waitpid(_pid, 0)
