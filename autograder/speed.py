@@ -14,12 +14,13 @@ patched clock, a slowed-down baseline, work done while the other side is timed).
   output is a wrong output.
 - **CPU time, read from outside.** Each round times a block of ``calls`` calls on each side, in
   a random order, by the CPU time of each kernel's control group, read by the grader (all the
-  kernel's processes and threads). A side is charged its block, plus whatever the rest of the
-  round (making the inputs, handing back samples of the outputs, waiting while the other side
-  runs) cost its kernel beyond what the same requests cost the clean kernel: work done in the
-  background, or before or after the block, is charged to its kernel, while the requests'
-  own cost, the same on both sides, is not. Without control groups it is each kernel's process
-  tree, read from ``/proc``; the printed method says which.
+  kernel's processes and threads). A side is charged its block less what a block request of
+  no calls costs the clean kernel (the request's own handling, the same on both sides), and
+  the candidate also whatever the rest of a round (making the inputs, handing back samples of
+  the outputs, waiting while the other side runs) typically cost its kernel beyond what the
+  same requests cost the clean kernel (the median over the rounds): work done in the
+  background, or before or after the block, is charged to its kernel. Without control groups
+  it is each kernel's process tree, read from ``/proc``; the printed method says which.
 - **Every output checked.** After each block, the grader draws positions and reads every output
   array back at those positions (``tinyprof.remote``'s ``pick``): a side that skipped work
   cannot know in advance which elements are read. The candidate's outputs must match the
@@ -30,9 +31,8 @@ patched clock, a slowed-down baseline, work done while the other side is timed).
   median(candidate) over the rounds, against the test's tier.
 
 One measurement per (candidate, baseline, make_inputs) and notebook run: the tier cells of a
-chapter (2×, 4×, 8×) share it. Each round pays a few milliseconds of request handling on both
-sides (benchmarks/bench_speed_grading.py measures how far that moves the speedup from an
-in-kernel ``tp.ab_test``).
+chapter (2×, 4×, 8×) share it. benchmarks/bench_speed_grading.py measures how far the
+grader's speedup lies from the same measurement made inside a kernel, and from ``tp.ab_test``.
 """
 
 from __future__ import annotations
@@ -60,6 +60,9 @@ PICKS = 256
 #: Seconds the clean kernel may take for one request (the library's own code: a backstop only).
 REFERENCE_WALL_S = 300.0
 START_TIMEOUT_S = 120.0
+#: Empty block requests timed in the clean kernel before the rounds (and one after each) to
+#: learn what a request itself costs.
+TARE_REQUESTS = 5
 #: A block is never counted as taking less than this (CPU clocks tick in micro- to
 #: milliseconds).
 MIN_SECONDS = 1e-4
@@ -188,18 +191,31 @@ class SpeedBench:
         sides = {"candidate": (judge, candidate), "baseline": (clean, baseline)}
         for made in range(2):   # a warm-up call each, then a call each to choose ``calls``
             times = self._round(sides, make_inputs, [next(seeds)], rng, made, rtol, atol)
-        calls = choose_calls(*(_charged(times, side) for side in ("candidate", "baseline")),
-                             rounds)
+        tares = [self._empty_block(clean, baseline, make_inputs) for _ in range(TARE_REQUESTS)]
+        calls = choose_calls(*(charged([times], side, float(np.median(tares)))[0]
+                               for side in ("candidate", "baseline")), rounds)
         made, spent = 2, []
         for _ in range(rounds):
             spent.append(self._round(sides, make_inputs, [next(seeds) for _ in range(calls)],
                                      rng, made, rtol, atol))
+            tares.append(self._empty_block(clean, baseline, make_inputs))
             made += calls
-        per_call = {side: tuple(_charged(times, side) / calls for times in spent)
+        tare = float(np.median(tares))
+        per_call = {side: tuple(seconds / calls for seconds in charged(spent, side, tare))
                     for side in ("candidate", "baseline")}
         method = CONTROL_GROUPS if self.control_groups() else PROCESS_TREES
         return Speedup(qualified_name(baseline), per_call["baseline"], per_call["candidate"],
                        calls, method)
+
+    def _empty_block(self, clean: Any, baseline: Callable, make_inputs: Callable) -> float:
+        """The CPU seconds a block request of no calls costs the clean kernel: the request's
+        own handling, which both sides pay alike and which is no part of either function's
+        time. Measured in the clean kernel only (before the rounds, and after each), so that
+        the student's kernel cannot inflate what is taken off its blocks."""
+        kept = clean.make(make_inputs, [])
+        before = self.reference.cpu_seconds()
+        clean.time_calls(baseline, kept)
+        return self.reference.cpu_seconds() - before
 
     def _round(self, sides: dict, make_inputs: Callable, seeds: list[int],
                rng: np.random.Generator, made: int, rtol: float, atol: float
@@ -227,11 +243,19 @@ class SpeedBench:
                 for side in clocks}
 
 
-def _charged(times: dict[str, dict[str, float]], side: str) -> float:
-    """A side's CPU seconds for a round: its block, plus whatever the rest of the round cost
-    its kernel beyond what the same requests cost the clean kernel."""
-    extra = max(0.0, times[side]["rest"] - times["baseline"]["rest"])
-    return max(times[side]["block"] + extra, MIN_SECONDS)
+def charged(spent: list[dict[str, dict[str, float]]], side: str, tare: float) -> list[float]:
+    """A side's CPU seconds for each round of ``spent``: its block less the request's own cost
+    (``tare``), plus, for the candidate, what the rest of a round typically cost its kernel
+    beyond what the same requests cost the clean kernel: the median over the rounds of that
+    excess, when positive. The median, not each round's own excess, because the two kernels'
+    rests differ by a few milliseconds of noise either way, and charging only the rounds where
+    the noise went against the candidate would bias every speedup down; work a kernel moves
+    out of its blocks in most rounds still moves the median by as much."""
+    extra = 0.0
+    if side == "candidate":
+        extra = max(0.0, float(np.median([times["candidate"]["rest"] - times["baseline"]["rest"]
+                                          for times in spent])))
+    return [max(times[side]["block"] - tare, MIN_SECONDS) + extra for times in spent]
 
 
 def _positions(value: Any, fractions: list[float]) -> Any:

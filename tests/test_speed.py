@@ -109,3 +109,23 @@ def test_a_speedup_record_is_plain_data():
     assert result.record() == {"speedup": 2.0, "ci": [2.0, 2.0], "rounds": 9, "calls": 4,
                                "method": "a clock", "baseline": "base"}
     assert result.reaches(2.0) and not result.reaches(2.01)
+
+
+def _round_times(candidate_block, candidate_rest, baseline_block, baseline_rest):
+    return {"candidate": {"block": candidate_block, "rest": candidate_rest},
+            "baseline": {"block": baseline_block, "rest": baseline_rest}}
+
+
+def test_the_grader_charges_blocks_less_the_request_and_the_median_excess_of_the_rest():
+    """autograder.speed.charged: a block less the clean kernel's empty request (the tare), and
+    the candidate the median over rounds of its rest's excess over the clean kernel's, so that
+    noise either way biases nothing while work moved out of most blocks is still charged."""
+    from autograder.speed import MIN_SECONDS, charged
+
+    noisy = [_round_times(0.020, 0.030 + d, 0.400, 0.030) for d in (-0.004, 0.004, -0.002,
+                                                                     0.003, 0.0)]
+    assert charged(noisy, "candidate", 0.004) == pytest.approx([0.016] * 5)
+    assert charged(noisy, "baseline", 0.004) == pytest.approx([0.396] * 5)
+    moved = [_round_times(0.001, 0.030 + work, 0.400, 0.030) for work in (0.019, 0.019, 0.0)]
+    assert charged(moved, "candidate", 0.0) == pytest.approx([0.020, 0.020, 0.020])
+    assert charged([_round_times(0.003, 0.0, 0.5, 0.0)], "candidate", 0.004) == [MIN_SECONDS]
