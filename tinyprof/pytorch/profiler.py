@@ -87,6 +87,7 @@ class TorchRecorder:
         from torch.optim import optimizer as optim
 
         self._torch = torch
+        self._tensor, self._grad_enabled = torch.Tensor, torch.is_grad_enabled   # hot in _after
         self._engine = torch.autograd.Variable._execution_engine
         self._thread = get_ident()
         self._active = True
@@ -146,39 +147,54 @@ class TorchRecorder:
                 names = self._names[id(module)] = module_names(module)
                 names[id(module)] = type(module).__name__
             self._root_names = names
-        kind = type(module).__name__
-        index = self._row(self._root_names.get(id(module), kind), kind, "forward", id(module))
-        stack.append(index)
-        self.rows[index][START] = self._now()
+        # self._row(...) written out: this hook runs at every module call
+        kind, key = type(module).__name__, (id(module), "forward")
+        seen, rows = self._seen, self.rows
+        count = seen[key]
+        seen[key] = count + 1
+        row = [self._root_names.get(key[0], kind), kind, "forward", 0.0, 0.0, len(stack),
+               stack[-1] if stack else None, count < self.warmup, 0.0]
+        stack.append(len(rows))
+        rows.append(row)
+        row[START] = self._now()
 
     def _after(self, module, args, output) -> None:
         if not self._active or get_ident() != self._thread or not self._stack:
             return
         end = self._now()
         index = self._stack.pop()
-        row = self.rows[index]
+        rows = self.rows
+        row = rows[index]
         row[END] = end
         parent = row[PARENT]
         if parent is not None:
-            self.rows[parent][CHILDREN] += end - row[START]
-        if self._torch.is_grad_enabled():
+            rows[parent][CHILDREN] += end - row[START]
+        if self._grad_enabled():
             self._mark_backward(index, args, output)
 
     def _mark_backward(self, index: int, args: tuple, output: Any) -> None:
         """Put this call's backward on the autograd nodes around it (one pre-hook per node): it
         begins at the node that produced its output and ends at a node that produced one of its
         inputs, which autograd reaches only after every node the call created."""
-        tensor = self._torch.Tensor
-        outputs = output if isinstance(output, (tuple, list)) else \
-            tuple(output.values()) if isinstance(output, dict) else (output,)   # HF ModelOutput
-        inputs = [a.grad_fn for a in args if isinstance(a, tensor) and a.grad_fn is not None]
-        input_ids = {id(node) for node in inputs}
-        begins = [out.grad_fn for out in outputs if isinstance(out, tensor)
-                  and out.grad_fn is not None and id(out.grad_fn) not in input_ids]
+        tensor = self._tensor
+        inputs = []             # loops, not comprehensions: this runs at every module call
+        for arg in args:
+            if isinstance(arg, tensor):
+                node = arg.grad_fn          # read once: each read is a call into torch
+                if node is not None:
+                    inputs.append(node)
+        outputs = (output,) if isinstance(output, tensor) else output \
+            if isinstance(output, (tuple, list)) else \
+            tuple(output.values()) if isinstance(output, dict) else ()      # HF ModelOutput
+        begins = False
+        for out in outputs:
+            if isinstance(out, tensor):
+                node = out.grad_fn
+                if node is not None and node not in inputs:      # nodes compare by identity
+                    self._actions(node)[0].append(index)
+                    begins = True
         if not begins:
             return          # no work of its own to differentiate (an identity, a view of x)
-        for node in begins:
-            self._actions(node)[0].append(index)
         for node in inputs:
             self._actions(node)[1].append(index)
 
@@ -202,7 +218,10 @@ class TorchRecorder:
                 self._in_backward = True
                 self._open.clear()
                 self._engine.queue_callback(self._backward_done)
-            self._close(now)
+            current = self._current     # self._close(now), written out: a hook at every node
+            if current is not None:
+                self._segments[current].append((self._segment_start, now))
+            self._current = None
             open_calls = self._open
             for index in ends:                      # inner calls first (they finished first)
                 if index in open_calls:
