@@ -369,3 +369,14 @@ def test_the_graders_call_requests_run_under_the_hook_and_its_time_requests_do_n
         remote._carry_out(("unswitch",), namespace)
     assert sys.getprofile() is None
     assert _median_by_captured_init([5.0]) == 5.0
+
+
+def test_switching_the_hook_off_during_the_call_is_tampering():
+    def off_then_delegate(times):
+        sys.setprofile(None)   # the static review flags this line too
+        return _median_by_captured_init(times)
+
+    with pytest.raises(TamperingDetected, match="profile hook was replaced or removed"):
+        with reference_unavailable():
+            off_then_delegate([1.0, 2.0])
+    assert sys.getprofile() is None

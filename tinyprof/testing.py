@@ -503,6 +503,7 @@ class _Watching:
     def __exit__(self, kind: Any, error: Any, traceback: Any) -> None:
         import threading
 
+        current = sys.getprofile()
         sys.setprofile(self.previous[0])
         threading.setprofile(self.previous[1])
         self.watch.active = False
@@ -510,6 +511,12 @@ class _Watching:
         self.watch.refused.clear()
         if refused and kind is None:
             raise ReferenceUnavailable(refused[0].route, refused[0].kind)
+        if current is not self.watch and not refused:
+            # (CPython drops a profile function that raised: only then may it be gone)
+            raise TamperingDetected(
+                "the hidden tests' profile hook was replaced or removed while the student's "
+                "code ran (sys.setprofile, cProfile): this submission is flagged for the "
+                "instructor to review")
 
 
 class _Switch:
