@@ -431,9 +431,10 @@ class _Watch:
 
     def __init__(self) -> None:
         self.codes: dict[int, tuple[types.CodeType, _Gate]] = {}   # id of a code → it, gate
-        self.lines: dict[int, dict[str, _Gate]] = {}   # first line → tinyprof file → gate
+        self.files: dict[str, dict[int, _Gate]] = {}   # file of one → first line → gate
         self.refused: list[ReferenceUnavailable] = []
         self.active = False
+        self.hook = self._hook()
 
     def add(self, function: Any, gate: _Gate) -> None:
         """Watch ``function``'s code and the codes it wraps (``__wrapped__``, a bound method's
@@ -453,27 +454,33 @@ class _Watch:
         if filename.startswith(_PACKAGE_DIR):
             if os.path.abspath(filename) in _GRADING_FILES:
                 return
-            self.lines.setdefault(code.co_firstlineno, {}).setdefault(filename, gate)
+            self.files.setdefault(filename, {}).setdefault(code.co_firstlineno, gate)
         elif not filename.startswith("<") or filename.startswith("<frozen "):
             return
+        else:
+            self.files.setdefault(filename, {})   # ("<string>"): matched by identity only
         self.codes.setdefault(id(code), (code, gate))
 
-    def __call__(self, frame: types.FrameType, event: str, arg: Any) -> None:
-        if event != "call":
-            return
+    def _hook(self) -> Callable[[types.FrameType, str, Any], None]:
+        """The profile function: a closure that does as little as it can on each of the
+        many events (every Python call and return): one look-up of the code's file, and
+        :meth:`_check` only for a file that holds a watched code (tinyprof's own, or the
+        ``<string>`` of a generated one)."""
+        files, check = self.files, self._check
+
+        def hook(frame: types.FrameType, event: str, arg: Any) -> None:
+            if event == "call" and frame.f_code.co_filename in files:
+                check(frame, frame.f_code)
+        return hook
+
+    def _check(self, frame: types.FrameType, code: types.CodeType) -> None:
         if not self.active:
             sys.setprofile(None)   # a thread that outlived the block
             return
-        code = frame.f_code
         found = self.codes.get(id(code))
-        if found is not None:
-            gate = found[1]
-        else:
-            files = self.lines.get(code.co_firstlineno)
-            gate = files.get(code.co_filename) if files is not None else None
-            if gate is None:
-                return
-        if _served(frame.f_back):
+        gate = found[1] if found is not None else \
+            self.files.get(code.co_filename, {}).get(code.co_firstlineno)
+        if gate is None or _served(frame.f_back):
             return
         refusal = ReferenceUnavailable(gate.name, gate.kind)
         self.refused.append(refusal)
@@ -497,8 +504,8 @@ class _Watching:
         self.previous = (sys.getprofile(), threading.getprofile())
         self.watch.refused.clear()
         self.watch.active = True
-        threading.setprofile(self.watch)
-        sys.setprofile(self.watch)
+        threading.setprofile(self.watch.hook)
+        sys.setprofile(self.watch.hook)
 
     def __exit__(self, kind: Any, error: Any, traceback: Any) -> None:
         import threading
@@ -511,7 +518,7 @@ class _Watching:
         self.watch.refused.clear()
         if refused and kind is None:
             raise ReferenceUnavailable(refused[0].route, refused[0].kind)
-        if current is not self.watch and not refused:
+        if current is not self.watch.hook and not refused:
             # (CPython drops a profile function that raised: only then may it be gone)
             raise TamperingDetected(
                 "the hidden tests' profile hook was replaced or removed while the student's "
@@ -567,7 +574,7 @@ class _Switch:
             self.stand_ins.clear()
             self.codes.clear()
             self.watch.codes.clear()
-            self.watch.lines.clear()
+            self.watch.files.clear()
 
     def _switch_off(self, route: Route) -> None:
         target = route.target
