@@ -380,3 +380,23 @@ def test_switching_the_hook_off_during_the_call_is_tampering():
         with reference_unavailable():
             off_then_delegate([1.0, 2.0])
     assert sys.getprofile() is None
+
+
+def test_a_warm_up_time_request_runs_under_the_hook_when_the_grader_asks():
+    from tinyprof import remote
+
+    def fast_step(times):
+        return _median_by_captured_init(times)
+
+    namespace = {"fast_step": fast_step}
+    remote._carry_out(("switch", ()), namespace)
+    try:
+        number = len(remote._objects)
+        remote._objects.append([([1.0, 2.0],)])
+        with pytest.raises(ReferenceUnavailable, match="tinyprof.LatencyStats"):
+            remote._carry_out(("time", fast_step, number, True), namespace)
+        remote._objects.append([([1.0, 2.0],)])
+        reply = remote._carry_out(("time", fast_step, number + 1), namespace)   # timed: unseen
+        assert "object" in reply["value"]
+    finally:
+        remote._carry_out(("unswitch",), namespace)
