@@ -425,9 +425,12 @@ class _Watch:
     unwatched and unpunished.
 
     The hook is ``sys.setprofile`` plus ``threading.setprofile`` (Python 3.11; on 3.12+ the
-    same calls still work, built on ``sys.monitoring``). It is installed only around the calls
-    that check the student's code, never around speed measurements. Not seen: a function
-    whose cached result is returned by C code without running it (``functools.lru_cache``)."""
+    same calls still work, built on ``sys.monitoring``). Its cost is one Python call per
+    Python call and return (benchmarks/bench_reference_hook.py), so it is installed only
+    around the calls that check the student's code, never around timed blocks. On 3.12+,
+    ``sys.monitoring.set_local_events(tool, code, PY_START)`` on the watched codes alone would
+    cost nothing elsewhere; not written while the course runs 3.11. Not seen: a function whose
+    cached result is returned by C code without running it (``functools.lru_cache``)."""
 
     def __init__(self) -> None:
         self.codes: dict[int, tuple[types.CodeType, _Gate]] = {}   # id of a code → it, gate
