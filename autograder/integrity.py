@@ -11,7 +11,8 @@ relies on. A submission is flagged when a cell
 - assigns to or deletes an attribute of tinyprof (``tp.testing.expect = ...``, ``setattr``);
 - touches ``builtins`` or ``__builtins__``, or ``sys.modules``, ``sys.meta_path`` and the
   interpreter's hooks (``sys.displayhook``, ``sys.settrace``, ``sys.monitoring``,
-  ``threading.setprofile``, ...);
+  ``threading.setprofile``, ``getattr(sys, "setprofile")``, ...: the off switches of the hidden
+  tests' profile hook), or imports ``_thread`` (threads that start without that hook);
 - reaches IPython's machinery (``get_ipython()`` beyond running ordinary magics: events, input
   and AST transformers, display hooks; the ``%config`` or ``%load_ext`` magics);
 - uses the tools such tampering needs: ``exec``/``eval``/``compile``/``__import__``, writes to
@@ -79,7 +80,12 @@ GC_SAFE = frozenset({"collect", "disable", "enable", "isenabled", "get_count", "
                      "set_threshold", "get_stats", "freeze", "unfreeze", "get_freeze_count"})
 #: The threading module's hooks, which set a profile or trace function on every new thread.
 THREAD_HOOKS = frozenset({"setprofile", "settrace", "setprofile_all_threads",
-                          "settrace_all_threads"})
+                          "settrace_all_threads", "_profile_hook", "_trace_hook"})
+#: What of ``threading`` starts a thread past its hooks.
+THREAD_STARTERS = frozenset({"_start_new_thread", "_start_joinable_thread"})
+#: Modules that start threads without ``threading``'s hooks (the hidden tests' profile hook,
+#: tinyprof.testing, reaches a new thread through ``threading.setprofile``).
+UNWATCHED_THREADS = frozenset({"_thread"})
 #: Methods in which ``self`` is the object being built or set: ``setattr(self, name, value)``,
 #: ``self.__dict__.update(...)`` and ``object.__setattr__(self, ...)`` there set its own fields.
 BUILDERS = frozenset({"__init__", "__post_init__", "__setattr__", "__setstate__"})
@@ -436,6 +442,9 @@ class _Review(ast.NodeVisitor):
             if root and not _installed(root):
                 self.flag(node, f"imports {root}, which the course environment does not have "
                                 "(a file the notebook wrote itself?)")
+            if root in UNWATCHED_THREADS:
+                self.flag(node, f"imports {root}, whose threads start without the hidden tests' "
+                                "profile hook")
             if root in TOOL_MODULES:
                 self.flag(node, f"imports {root}, which can rewrite the tests' environment")
             elif root in SYSTEM_MODULES:
@@ -464,6 +473,9 @@ class _Review(ast.NodeVisitor):
                             "tests' own included")
         elif module == "threading" and name in THREAD_HOOKS:
             self.flag(node, f"uses threading.{name}, which sets the hook of every new thread")
+        elif module == "threading" and name in THREAD_STARTERS:
+            self.flag(node, f"uses threading.{name}, which starts a thread without the hidden "
+                            "tests' profile hook")
 
     # methods: where ``self`` is the object being built
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
@@ -518,6 +530,8 @@ class _Review(ast.NodeVisitor):
                 self.flag(node, f"uses a private name of tinyprof ({_dotted(node)})")
             elif kind in ("module:gc", "module:threading"):
                 self._module_use(node, kind[7:], _constant_string(node.args[1]) or "?")
+            elif kind == "sys" and _constant_string(node.args[1]) in SYS_HOOKS:
+                self.flag(node, f"uses sys.{_constant_string(node.args[1])}")
         elif name == "open" and _writes_python(node):
             self.flag(node, "writes a Python file, which an import would run without review")
         elif name == "globals":

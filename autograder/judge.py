@@ -211,11 +211,14 @@ class Judge:
         return self._handle(self._ask(("make", make_inputs, list(seeds)), "the inputs"),
                             "the inputs")
 
-    def time_calls(self, target: Any, calls: Kernel) -> Kernel:
+    def time_calls(self, target: Any, calls: Kernel, watched: bool = False) -> Kernel:
         """``target(*args)`` for each ``args`` of ``calls`` (a :meth:`make` handle on a list)
-        in the kernel, one block; the outputs stay there (a handle for :meth:`pick`)."""
+        in the kernel, one block; the outputs stay there (a handle for :meth:`pick`).
+        ``watched``: under the switch's profile hook, as a "call" is (for a block whose time
+        is not used: the hook slows every Python call)."""
         label = getattr(target, "_label", None) or getattr(target, "__name__", "the function")
-        return self._handle(self._ask(("time", target, calls._ref[1]), label), label)
+        request = ("time", target, calls._ref[1]) + ((True,) if watched else ())
+        return self._handle(self._ask(request, label), label)
 
     @staticmethod
     def _handle(answer: Any, label: str) -> Kernel:

@@ -26,7 +26,10 @@ patched clock, a slowed-down baseline, work done while the other side is timed).
   cannot know in advance which elements are read. The candidate's outputs must match the
   baseline's on the same inputs (:func:`tinyprof.timing.speed.first_difference`).
 - **tinyprof switched off** in the student's kernel for the whole measurement (the switch of
-  ``reference_unavailable``), so that the candidate cannot call the library's fixed version.
+  ``reference_unavailable``), so that the candidate cannot call the library's fixed version;
+  its first (warm-up) block, whose time is not used, also runs under the switch's profile hook,
+  which sees a switched-off code run however it was reached (the timed blocks never do: the
+  hook slows every Python call).
 - **The verdict** is the grader's: the bootstrap interval of median(baseline) /
   median(candidate) over the rounds, against the test's tier.
 
@@ -232,7 +235,9 @@ class SpeedBench:
             asker, target = sides[side]
             kept = asker.make(make_inputs, seeds)
             before = clocks[side]()
-            outputs[side] = asker.time_calls(target, kept)
+            # the warm-up block, whose time is not used, runs under the switch's profile hook
+            outputs[side] = asker.time_calls(target, kept, watched=made == 0
+                                             and side == "candidate")
             block[side] = clocks[side]() - before
         fractions = rng.random(PICKS).tolist()   # drawn once both blocks have run
         picked = {side: _positions(sides[side][0].pick(outputs[side], fractions), fractions)

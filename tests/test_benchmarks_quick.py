@@ -33,6 +33,8 @@ PRINTS = {
     "bench_memory_components.py": [rf"largest deviation from 1: {NUMBER}%"],
     "bench_profiler.py": [rf"profiled / bare step time \(median of pairs\): {NUMBER}",
                           rf"coverage, Σ self time / wall time \(median\): +{NUMBER}"],
+    "bench_reference_hook.py": [rf"percentile( +{NUMBER} µs){{3}} +{NUMBER}× +{NUMBER}×",
+                                rf"python calls( +{NUMBER} µs){{3}} +{NUMBER}× +{NUMBER}×"],
     "bench_regression.py": [r"\+20 %: detected \(regressed\) +\d/1",
                             r"saved with rounds=5 +exit 2", r"samples edited to 3x faster +exit 2"],
     "bench_roofline.py": [rf"median compute roof / best numpy matmul: +{NUMBER}",

@@ -166,6 +166,21 @@ ATTACKS = {
     "import threading\nthreading.setprofile(None)\n":
         "line 2: uses threading.setprofile, which sets the hook of every new thread",
     "import sys\nsys.monitoring.free_tool_id(2)\n": "line 2: uses sys.monitoring",
+    "import sys\nsys.setprofile(None)\n": "line 2: calls sys.setprofile",
+    "import sys\nsys.settrace(None)\n": "line 2: calls sys.settrace",
+    "import sys as s\noff = getattr(s, 'setprofile')\n": "line 2: uses sys.setprofile",
+    "from sys import setprofile\n": "line 1: imports sys.setprofile, which can change what the "
+                                    "tests import or how cells run",
+    "from threading import setprofile\n":
+        "line 1: uses threading.setprofile, which sets the hook of every new thread",
+    "import threading\nthreading._start_new_thread(print, ())\n":
+        "line 2: uses threading._start_new_thread, which starts a thread without the hidden "
+        "tests' profile hook",
+    "import _thread\n": "line 1: imports _thread, whose threads start without the hidden tests' "
+                        "profile hook",
+    "import sys\nsys.modules['tinyprof.abtest'] = None\n": "line 2: uses sys.modules",
+    "import tinyprof.abtest as ab\nobject.__setattr__(ab, 'verdict', print)\n":
+        "line 2: uses .__setattr__, which reaches into code or frames",
     "class Fields:\n    def __init__(self, **kw):\n        for k, v in kw.items():\n"
     "            setattr(self, k, v)\nFields.__init__(tp.testing, expect=print)\n":
         "line 5: calls Fields.__init__ on an object other than self (it can set the attributes "

@@ -16,7 +16,10 @@ A request (a tuple) is one of
   names of arguments (lists, dicts, arrays) whose state after the call the grader wants back,
   so a test can check that the caller's data was left alone;
 - ``("switch", extra)`` / ``("unswitch",)``: enter / leave ``reference_unavailable(*extra)``
-  around the calls in between, exactly as the test's ``with`` block does in a notebook;
+  around the calls in between, exactly as the test's ``with`` block does in a notebook; while
+  it is open, each ``call`` runs under its profile hook (``tinyprof.testing._Watch``), which
+  refuses any run of a switched-off implementation however it was reached, and which a
+  ``time`` request never pays for;
 - ``("make", make_inputs, seeds)``: ``make_inputs(seed)`` for each seed, kept here as a list of
   argument tuples (the answer is its handle): inputs made where they are used, so that no
   megabytes cross the wire (``make_inputs`` runs as tinyprof's own code even while the
@@ -24,7 +27,8 @@ A request (a tuple) is one of
 - ``("time", target, n)``: ``target(*args)`` for each ``args`` of the list kept as object n,
   one after the other, the outputs kept here (the answer is their handle) and the inputs let
   go: the block of calls whose CPU time the grader reads from outside
-  (``tinyprof.testing.expect_faster``);
+  (``tinyprof.testing.expect_faster``); never under the profile hook, except a warm-up block
+  the grader asks for with a fourth element ``True`` (its time is not used);
 - ``("pick", n, fractions)``: the outputs of object n (a ``time`` answer), with each array
   replaced by its elements at the flat positions ``floor(u · size)`` for each u of
   ``fractions``, drawn by the grader after the block ran: ``("sampled", shape, values)`` (a
@@ -105,7 +109,11 @@ def _carry_out(request: tuple, namespace: dict) -> dict:
     if kind == "call":
         _, target, method, args, kwargs, copy_back = request
         function = target if method is None else getattr(target, method)
-        value = function(*args, **kwargs)
+        if _switch:   # the student's code is checked: the hook follows code, not names
+            with _switch[-1].watch.watching():
+                value = function(*args, **kwargs)
+        else:
+            value = function(*args, **kwargs)
         copied = {str(key): encode(args[key] if isinstance(key, int) else kwargs[key])
                   for key in copy_back}
         return {"value": encode(value), "copied": copied}
@@ -116,19 +124,24 @@ def _carry_out(request: tuple, namespace: dict) -> dict:
         return {"value": encode([args if isinstance(args, tuple) else (args,) for args in made],
                                 depth=MAX_DEPTH)}
     if kind == "time":
-        _, target, number = request
+        target, number = request[1], request[2]
         calls, _objects[number] = _objects[number], None
-        return {"value": encode([target(*args) for args in calls], depth=MAX_DEPTH)}
+        if _switch and request[3:] == (True,):   # a warm-up block: checked like a "call"
+            with _switch[-1].watch.watching():
+                outputs = [target(*args) for args in calls]
+        else:
+            outputs = [target(*args) for args in calls]
+        return {"value": encode(outputs, depth=MAX_DEPTH)}
     if kind == "pick":
         _, number, fractions = request
         outputs, _objects[number] = _objects[number], None
         return {"value": encode(_sampled(outputs, fractions))}
     if kind == "switch":
-        from tinyprof.testing import reference_unavailable
+        from tinyprof.testing import _Switch
 
         _close_switches()   # one left open by a test that was interrupted
 
-        switch = reference_unavailable(*request[1], namespace=namespace)
+        switch = _Switch(tuple(request[1]), namespace)   # hook off: on around each "call"
         switch.__enter__()
         _switch.append(switch)
         return {"value": None}

@@ -18,7 +18,13 @@ tinyprof class, except the few building blocks an exercise walks (a layer's ``fo
 ``named_modules``, ``own_parameters``; a ``Parameter``'s fields). A switched-off function raises
 ReferenceUnavailable when the notebook calls it, under any alias (its code object is swapped,
 so ``from tinyprof import count_parameters`` or a bound ``Profiler().count_parameters`` is
-caught too); tinyprof's own internals keep calling each other normally.
+caught too); tinyprof's own internals keep calling each other normally. What cannot take a
+swapped code (a function with a closure, such as a dataclass's ``__init__``; a decorated one,
+such as a ``contextlib.contextmanager``) is replaced by name, and a profile hook (``_Watch``)
+follows its code: while the student's code is checked (each grader "call" request, or the
+test's own ``with`` block), any run of a switched-off code, however it was reached, raises
+ReferenceUnavailable unless tinyprof itself made the call; a refusal the notebook swallows
+still fails the block. Speed measurements never run under the hook.
 
 On entry it also puts back test helpers the notebook rebound (``expect = lambda *a: None``)
 and raises TamperingDetected when notebook code was planted in tinyprof, ``builtins``,
@@ -37,6 +43,7 @@ import math
 import os
 import pkgutil
 import sys
+import sysconfig
 import types
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
@@ -208,7 +215,7 @@ def _speed_here(candidate: Callable, baseline: Callable, make_inputs: Callable[[
         return _SPEED[key][1]
     args = make_inputs(2**40)
     want = baseline(*args)
-    with _Switch((), namespace):
+    with _Switch((), namespace, watch=True):
         got = candidate(*args)
     found = first_difference(got, want, rtol, atol)
     if found:
@@ -340,6 +347,9 @@ class _Gate:
         raise ReferenceUnavailable(self.name, self.kind)
 
 
+_GATE_CODE = _Gate.__call__.__code__
+
+
 def _template(*args: Any, __gate__: Any = None, **kwargs: Any) -> Any:
     return __gate__(args, kwargs)
 
@@ -371,16 +381,169 @@ def _resolve(dotted: str) -> tuple[Any, str] | None:
     return (owner, attr) if hasattr(owner, attr) else None
 
 
-class _Switch:
-    """The context manager reference_unavailable() returns."""
+def _transparent(filename: str) -> bool:
+    """Python's own library, installed packages and frozen modules: code that only passes a
+    call on (``contextlib``'s wrappers, ``functools.partial``, numpy's dispatch), so the hook
+    looks past it for the code that made the call."""
+    return filename.startswith(_LIBRARY) and not filename.startswith(_PACKAGE_DIR) \
+        or filename.startswith("<frozen ")
 
-    def __init__(self, extra: tuple[str, ...], namespace: dict | None = None):
+
+_LIBRARY = tuple(sorted({os.path.join(os.path.abspath(path), "") for key, path
+                         in sysconfig.get_paths().items()
+                         if key in ("stdlib", "platstdlib", "purelib", "platlib")}))
+
+
+def _served(frame: types.FrameType | None) -> bool:
+    """Whether the call made from ``frame`` is tinyprof serving itself: the first frame back
+    that is not library code (:func:`_transparent`) is tinyprof's own (not the grading
+    machinery's) or a gate's. The notebook, the hidden tests and the grader's requests are
+    not."""
+    while frame is not None:
+        code = frame.f_code
+        if code is _GATE_CODE:
+            return True
+        filename = code.co_filename
+        if filename.startswith(_PACKAGE_DIR):
+            return _internal(filename)
+        if not _transparent(filename):
+            return False
+        frame = frame.f_back
+    return False
+
+
+class _Watch:
+    """A profile hook that follows code, not names: a run of a switched-off implementation,
+    however it was reached (a closure or decorated function captured before the switch
+    opened, a container, another module holding it, a copy made by reflection), raises
+    ReferenceUnavailable unless tinyprof itself made the call (:func:`_served`).
+
+    Codes are matched by identity, and copies of tinyprof's own functions by
+    ``(co_filename, co_firstlineno)``. A refusal the notebook catches is still remembered
+    (``refused``), so the block that installed the hook fails anyway: CPython removes a
+    profile function that raises, and a swallowed refusal must not leave the rest of the call
+    unwatched and unpunished.
+
+    The hook is ``sys.setprofile`` plus ``threading.setprofile`` (Python 3.11; on 3.12+ the
+    same calls still work, built on ``sys.monitoring``). Its cost is one Python call per
+    Python call and return (benchmarks/bench_reference_hook.py), so it is installed only
+    around the calls that check the student's code, never around timed blocks. On 3.12+,
+    ``sys.monitoring.set_local_events(tool, code, PY_START)`` on the watched codes alone would
+    cost nothing elsewhere; not written while the course runs 3.11. Not seen: a function whose
+    cached result is returned by C code without running it (``functools.lru_cache``)."""
+
+    def __init__(self) -> None:
+        self.codes: dict[int, tuple[types.CodeType, _Gate]] = {}   # id of a code → it, gate
+        self.files: dict[str, dict[int, _Gate]] = {}   # file of one → first line → gate
+        self.refused: list[ReferenceUnavailable] = []
+        self.active = False
+        self.hook = self._hook()
+
+    def add(self, function: Any, gate: _Gate) -> None:
+        """Watch ``function``'s code and the codes it wraps (``__wrapped__``, a bound method's
+        ``__func__``): each one of tinyprof's own files or made for it alone (``<string>``, as
+        a dataclass's ``__init__``), never a library wrapper's code that other functions
+        share (``contextlib``'s)."""
+        seen = 0
+        while function is not None and seen < 16:
+            seen += 1
+            code = getattr(getattr(function, "__func__", function), "__code__", None)
+            if isinstance(code, types.CodeType):
+                self.add_code(code, gate)
+            function = getattr(function, "__wrapped__", None)
+
+    def add_code(self, code: types.CodeType, gate: _Gate) -> None:
+        filename = code.co_filename
+        if filename.startswith(_PACKAGE_DIR):
+            if os.path.abspath(filename) in _GRADING_FILES:
+                return
+            self.files.setdefault(filename, {}).setdefault(code.co_firstlineno, gate)
+        elif not filename.startswith("<") or filename.startswith("<frozen "):
+            return
+        else:
+            self.files.setdefault(filename, {})   # ("<string>"): matched by identity only
+        self.codes.setdefault(id(code), (code, gate))
+
+    def _hook(self) -> Callable[[types.FrameType, str, Any], None]:
+        """The profile function: a closure that does as little as it can on each of the
+        many events (every Python call and return): one look-up of the code's file, and
+        :meth:`_check` only for a file that holds a watched code (tinyprof's own, or the
+        ``<string>`` of a generated one)."""
+        files, check = self.files, self._check
+
+        def hook(frame: types.FrameType, event: str, arg: Any) -> None:
+            if event == "call" and frame.f_code.co_filename in files:
+                check(frame, frame.f_code)
+        return hook
+
+    def _check(self, frame: types.FrameType, code: types.CodeType) -> None:
+        if not self.active:
+            sys.setprofile(None)   # a thread that outlived the block
+            return
+        found = self.codes.get(id(code))
+        gate = found[1] if found is not None else \
+            self.files.get(code.co_filename, {}).get(code.co_firstlineno)
+        if gate is None or _served(frame.f_back):
+            return
+        refusal = ReferenceUnavailable(gate.name, gate.kind)
+        self.refused.append(refusal)
+        raise refusal
+
+    def watching(self) -> "_Watching":
+        """A context manager: the hook on in this thread and in threads started meanwhile;
+        the previous profile functions back after (the first refusal, even a caught one, is
+        raised at the end of the block when the block itself did not raise)."""
+        return _Watching(self)
+
+
+class _Watching:
+    def __init__(self, watch: _Watch):
+        self.watch = watch
+        self.previous: tuple[Any, Any] = (None, None)
+
+    def __enter__(self) -> None:
+        import threading
+
+        self.previous = (sys.getprofile(), threading.getprofile())
+        self.watch.refused.clear()
+        self.watch.active = True
+        threading.setprofile(self.watch.hook)
+        sys.setprofile(self.watch.hook)
+
+    def __exit__(self, kind: Any, error: Any, traceback: Any) -> None:
+        import threading
+
+        current = sys.getprofile()
+        sys.setprofile(self.previous[0])
+        threading.setprofile(self.previous[1])
+        self.watch.active = False
+        refused = list(self.watch.refused)
+        self.watch.refused.clear()
+        if refused and kind is None:
+            raise ReferenceUnavailable(refused[0].route, refused[0].kind)
+        if current is not self.watch.hook and not refused:
+            # (CPython drops a profile function that raised: only then may it be gone)
+            raise TamperingDetected(
+                "the hidden tests' profile hook was replaced or removed while the student's "
+                "code ran (sys.setprofile, cProfile): this submission is flagged for the "
+                "instructor to review")
+
+
+class _Switch:
+    """The context manager reference_unavailable() returns. With ``watch``, the profile hook
+    (:class:`_Watch`) is on inside the block too; the grader's requests (tinyprof.remote)
+    turn it on around each call instead, and leave it off around speed measurements."""
+
+    def __init__(self, extra: tuple[str, ...], namespace: dict | None = None,
+                 watch: bool = False):
         self.extra = extra
         self.namespace = namespace
         self.undo: list[Callable[[], None]] = []
         self.handled: set[int] = set()       # ids of everything switched off
         self.stand_ins: dict[int, Any] = {}  # id of an original replaced by attribute → stand-in
         self.codes: dict[int, _Gate] = {}    # id of a switched-off code object → its gate
+        self.watch = _Watch()
+        self._watching = self.watch.watching() if watch else None
 
     def __enter__(self) -> None:
         namespace = self.namespace if self.namespace is not None else sys._getframe(1).f_globals
@@ -396,17 +559,25 @@ class _Switch:
                     self._replace(*found, _extra_stand_in(dotted, original))
             self._aliases(namespace)
             self._copies()
+            if self._watching is not None:
+                self._watching.__enter__()
         except BaseException:
             self.__exit__()
             raise
 
     def __exit__(self, *exc_info: object) -> None:
-        for undo in reversed(self.undo):
-            undo()
-        self.undo.clear()
-        self.handled.clear()
-        self.stand_ins.clear()
-        self.codes.clear()
+        try:
+            if self._watching is not None and self.watch.active:
+                self._watching.__exit__(*(exc_info or (None, None, None)))
+        finally:
+            for undo in reversed(self.undo):
+                undo()
+            self.undo.clear()
+            self.handled.clear()
+            self.stand_ins.clear()
+            self.codes.clear()
+            self.watch.codes.clear()
+            self.watch.files.clear()
 
     def _switch_off(self, route: Route) -> None:
         target = route.target
@@ -417,6 +588,7 @@ class _Switch:
         if isinstance(function, types.FunctionType) and not function.__closure__:
             self._swap_code(function, gate)
             return
+        self.watch.add(function, gate)
         stand_in = _wrapper(gate)
         if isinstance(target, (staticmethod, classmethod)):
             stand_in = type(target)(stand_in)
@@ -429,10 +601,13 @@ class _Switch:
         same function held by another module (``numpy.lib._function_base_impl.percentile``),
         reaches the gate (which serves the function's own module)."""
         function = getattr(original, "_implementation", original)
-        if isinstance(function, types.FunctionType) and not function.__closure__ and \
-                id(function) not in self.handled:
-            self._swap_code(function, _Gate(dotted, "function", function,
-                                            function.__code__.co_filename))
+        if not isinstance(function, types.FunctionType) or id(function) in self.handled:
+            return
+        gate = _Gate(dotted, "function", function, function.__code__.co_filename)
+        if function.__closure__:
+            self.watch.add(function, gate)
+        else:
+            self._swap_code(function, gate)
 
     def _copies(self) -> None:
         """Functions that share a switched-off code object but are other function objects
@@ -463,6 +638,7 @@ class _Switch:
         function.__defaults__, function.__kwdefaults__ = None, {"__gate__": gate}
         self.handled.add(id(function))
         self.codes[id(code)] = gate
+        self.watch.add_code(code, gate)
 
         def undo() -> None:
             function.__code__ = code
@@ -519,7 +695,7 @@ def reference_unavailable(*extra: str, namespace: dict | None = None) -> Any:
     When the grader runs the test itself (autograder/judge.py), the block is opened in the
     student's kernel around the calls the test makes there, and nothing is switched off here."""
     judge = _JUDGE.get()
-    return _Switch(extra, namespace) if judge is None else judge.switch(extra)
+    return _Switch(extra, namespace, watch=True) if judge is None else judge.switch(extra)
 
 
 # --- the runtime check -----------------------------------------------------------------------
