@@ -109,10 +109,7 @@ def _carry_out(request: tuple, namespace: dict) -> dict:
     if kind == "call":
         _, target, method, args, kwargs, copy_back = request
         function = target if method is None else getattr(target, method)
-        if _switch:   # the student's code is checked: the hook follows code, not names
-            with _switch[-1].watch.watching():
-                value = function(*args, **kwargs)
-        else:
+        with _watched(True):   # the student's code is checked: the hook follows code
             value = function(*args, **kwargs)
         copied = {str(key): encode(args[key] if isinstance(key, int) else kwargs[key])
                   for key in copy_back}
@@ -126,10 +123,7 @@ def _carry_out(request: tuple, namespace: dict) -> dict:
     if kind == "time":
         target, number = request[1], request[2]
         calls, _objects[number] = _objects[number], None
-        if _switch and request[3:] == (True,):   # a warm-up block: checked like a "call"
-            with _switch[-1].watch.watching():
-                outputs = [target(*args) for args in calls]
-        else:
+        with _watched(request[3:] == (True,)):   # a warm-up block: checked like a "call"
             outputs = [target(*args) for args in calls]
         return {"value": encode(outputs, depth=MAX_DEPTH)}
     if kind == "pick":
@@ -149,6 +143,16 @@ def _carry_out(request: tuple, namespace: dict) -> dict:
         _close_switches()
         return {"value": None}
     raise ValueError(f"unknown request {kind!r}")
+
+
+def _watched(wanted: bool) -> Any:
+    """The open switch's profile hook as a context manager when ``wanted`` and a switch is
+    open; otherwise one that does nothing."""
+    if wanted and _switch:
+        return _switch[-1].watch.watching()
+    import contextlib
+
+    return contextlib.nullcontext()
 
 
 def _unswitched(function: Any) -> Any:
