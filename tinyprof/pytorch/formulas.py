@@ -120,8 +120,8 @@ def dot_flops(call: Call) -> LayerFlops:
 
 def conv_flops(call: Call) -> LayerFlops:
     """convolution(x, w, b, stride, padding, dilation, transposed, output_padding, groups):
-    2·N·Π(w)·Π(spatial) FLOPs, w = (O, C/g, *k) and the output's positions for a convolution,
-    w = (C, O/g, *k) and the input's positions for a transposed one (each input pixel is
+    2·N·Π(w)·Π(spatial) FLOPs, w = ``(O, C/g, *k)`` and the output's positions for a convolution,
+    w = ``(C, O/g, *k)`` and the input's positions for a transposed one (each input pixel is
     spread over k·O/g outputs). For a plain conv that is 2·N·O·Π(out)·(C/g)·Π(k), the output
     size holding stride, padding and dilation, ⌊(L + 2·pad − dil·(k − 1) − 1)/stride⌋ + 1;
     + 1 per output for the bias. Backward: dX and dW cost the forward each. (torch's
