@@ -3,7 +3,7 @@
 Every configuration runs one forward (and one forward + backward) under
 ``torch.utils.flop_counter.FlopCounterMode`` and compares its total with tinyprof's count from
 the traced operators. Where the two differ, the test states the difference exactly (see
-tinyprof/pytorch/flops.py): torch counts a grouped convolution's weight gradient as if
+tinyprof/flops/torch_counter.py): torch counts a grouped convolution's weight gradient as if
 groups = 1, and counts nothing for the CPU kernels of scaled_dot_product_attention and of the
 LSTM. Hugging Face models are in tests/test_pytorch_hf.py.
 """
@@ -322,8 +322,8 @@ def test_a_product_without_formula_is_refused_by_name():
 
 def test_register_function_flops_and_formulas_count_an_operator_alike():
     from tinyprof.flops import LayerFlops
+    from tinyprof.flops.torch_counter import OP_FLOPS, UNCOUNTED
     from tinyprof.pytorch import register_function_flops
-    from tinyprof.pytorch.flops import OP_FLOPS, UNCOUNTED
 
     def addmv(call):
         (m, n) = call.inputs[1]
@@ -347,8 +347,8 @@ def test_register_function_flops_and_formulas_count_an_operator_alike():
 
 def test_a_registered_or_given_module_formula_counts_the_module_as_one():
     from tinyprof.flops import LayerFlops
+    from tinyprof.flops.torch_counter import MODULE_FLOPS
     from tinyprof.pytorch import register_flops
-    from tinyprof.pytorch.flops import MODULE_FLOPS
 
     class Doubler(nn.Module):
         def __init__(self):

@@ -19,8 +19,8 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
 import tinyprof as tp  # noqa: E402
+from tinyprof.bottlenecks.torch_placement import module_work  # noqa: E402
 from tinyprof.pytorch import place_modules, synchronized, training_memory  # noqa: E402
-from tinyprof.pytorch.roofline import module_work  # noqa: E402
 from tinyprof.roofline import MachinePeaks  # noqa: E402
 
 BACKWARD_SLEEP, FORWARD_SLEEP = 0.03, 0.01

@@ -244,12 +244,13 @@ def _tinyprof_modules() -> list[types.ModuleType]:
     import tinyprof
 
     found = [tinyprof]
+    torch_modules = {f"tinyprof.{home}" for old, home in tinyprof._MOVED.items()
+                     if old.startswith("pytorch.")}
     for info in pkgutil.walk_packages(tinyprof.__path__, "tinyprof."):
         if info.name in _GRADING_MODULES:
             continue
-        if info.name.startswith("tinyprof.pytorch.") and "torch" not in sys.modules:
-            continue  # the torch wing: nobody can call it before torch is loaded
-        # (and walking it would import torch into every chapter's kernel and the grader)
+        if info.name in torch_modules and "torch" not in sys.modules:
+            continue  # the torch wing's modules: nobody can call them before torch is loaded
         try:
             found.append(importlib.import_module(info.name))
         except ImportError:  # an optional dependency is missing: nobody can call it either

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from ..nn.module import Module
-from ..pytorch.dispatch import is_torch_module
 from ..shapes import ROOT_NAME, Node, trace_shapes
 from ..table import Table
+from ..torchprobe import is_torch_module
 from ..units import format_si
 from .registry import LayerFlops, LayerFormula, check_overlay, lookup
 
@@ -78,7 +78,7 @@ def flops_by_layer(model: Module, input_shape: Sequence[int], *, backward: bool 
     ``torch.nn.Module`` gets :func:`tinyprof.pytorch.flops_by_module`'s rows.
     """
     if is_torch_module(model):
-        from ..pytorch.flops import flops_by_module
+        from .torch_counter import flops_by_module
 
         return flops_by_module(model, input_shape, backward=backward,
                                skip_first_input_grad=skip_first_input_grad, formulas=formulas)
@@ -109,7 +109,7 @@ def count_flops(model: Module, input_shape: Sequence[int], backward: bool = Fals
     Linear(72, 40) on (6, 72) is 69,120 backward in both wings.
     """
     if is_torch_module(model):
-        from ..pytorch.flops import count_flops as count_torch
+        from .torch_counter import count_flops as count_torch
 
         return count_torch(model, input_shape, backward,
                            skip_first_input_grad=skip_first_input_grad, formulas=formulas)
@@ -130,7 +130,7 @@ def flop_report(model: Module, input_shape: Sequence[int], backward: bool = Fals
     :func:`count_flops`. A ``torch.nn.Module`` gets :func:`tinyprof.pytorch.flop_report`.
     """
     if is_torch_module(model):
-        from ..pytorch.flops import flop_report as torch_report
+        from .torch_counter import flop_report as torch_report
 
         return torch_report(model, input_shape, backward,
                             skip_first_input_grad=skip_first_input_grad, formulas=formulas)

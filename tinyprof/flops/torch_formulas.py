@@ -1,7 +1,7 @@
 """FLOP formulas of torch's aten operators: each a small pure function of one traced call's shapes.
 
 As in ``torch/utils/flop_counter.py`` a formula is registered against the operator it describes
-and the counting machinery (:mod:`tinyprof.pytorch.flops`) only looks it up; unlike torch's,
+and the counting machinery (:mod:`tinyprof.flops.torch_counter`) only looks it up; unlike torch's,
 each formula also states its backward from the call it sees: one product of the forward's size
 for each operand that autograd needs a gradient of (a parameter's is a weight gradient, dW;
 anything else's an input gradient, dX), and nothing for an operand that needs none.
@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from ..flops.registry import LayerFlops
+from .registry import LayerFlops
 
 Shape = tuple[int, ...]
 

@@ -8,7 +8,7 @@ and ``torch.einsum`` as ``mm``/``bmm``, a convolution (transposed or not) as ``c
 an LSTM as ``mkldnn_rnn_layer``, a GRU as its cells' ``addmm``. Forward pre- and post-hooks on
 every submodule keep the stack of running modules, so each operator is charged to the
 innermost one (the profiler's rule too). Each operator then goes to its formula
-(:mod:`tinyprof.pytorch.formulas`), a small pure function of shapes as in
+(:mod:`tinyprof.flops.torch_formulas`), a small pure function of shapes as in
 ``torch/utils/flop_counter.py``; a module is the sum of its operators, so a module built from
 counted operators needs no formula of its own, and one that multiplies no matrices (a norm, a
 pooling, HF's ``GELUActivation``, a rotary embedding) counts 0 matmul FLOPs and its work in the
@@ -43,16 +43,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from ..flops.registry import LayerFlops, MissingFlopFormulaError
 from ..shapes.registry import FormulaRegistry, snake_case
 from ..table import Table
+from ..torchprobe import is_torch_module
 from ..units import format_si
-from .dispatch import is_torch_module
+from .registry import LayerFlops, MissingFlopFormulaError
 
 # conv_flops and numel are re-exported: chapter 07's hidden tests, memory and roofline use them here
-from .formulas import UNCOUNTED_OPS, Call, builtin_op_formulas, per_element
-from .formulas import conv_flops as conv_flops
-from .formulas import numel as numel
+from .torch_formulas import UNCOUNTED_OPS, Call, builtin_op_formulas, per_element
+from .torch_formulas import conv_flops as conv_flops
+from .torch_formulas import numel as numel
 
 #: Module type → formula(module, call) -> LayerFlops: counts the whole module, its operators
 #: and children included (for a module of your own whose operators you want to count as one).
@@ -620,7 +620,7 @@ def _register_builtins() -> None:
             UNCOUNTED[packet] = name
 
 
-# Call, numel and the formulas (conv_flops, ...) are tinyprof.pytorch.formulas' own, imported here
+# Call, numel and the formulas (conv_flops, ...) are torch_formulas' own, imported here
 __all__ = ["MODULE_FLOPS", "MissingFlopFormulaError", "ModuleFlops", "OP_FLOPS", "Traced",
            "count_flops", "example_input", "flop_report", "flops_by_module", "make_call",
            "model_inputs", "module_names", "register_flops", "register_function_flops",

@@ -4,7 +4,7 @@ Per (module, phase), as :mod:`tinyprof.bottlenecks` does for numpy layers:
 
 - **FLOPs** per call: forward = matmul + elementwise FLOPs of its formula (with those of the
   functions it calls itself, such as scaled_dot_product_attention); backward = its input- and
-  weight-gradient matmul FLOPs (:mod:`tinyprof.pytorch.flops`);
+  weight-gradient matmul FLOPs (:mod:`tinyprof.flops.torch_counter`);
 - **bytes** per call, a lower bound on memory traffic (each tensor read or written once):
   forward = input + output + own parameters; backward = 2·input + output + 2·parameters, at the
   parameters' bytes per element;
@@ -20,11 +20,11 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ..amdahl import amdahl_speedup
-from ..bottlenecks.placement import LayerWork
-from ..bottlenecks.roofline import MachinePeaks, machine_peaks
+from ..flops.torch_counter import flops_by_module, numel
 from ..table import Table
 from ..units import format_seconds, format_si
-from .flops import flops_by_module, numel
+from .placement import LayerWork
+from .roofline import MachinePeaks, machine_peaks
 
 
 def module_work(module, input_shape: Sequence[int] | None = None, *, inputs: Any = None
