@@ -263,6 +263,24 @@ def test_one_call_gives_one_number_on_both_wings(skip):
                                                                              (x,))[1]
 
 
+@pytest.mark.parametrize("backward", [False, True])
+def test_both_wings_fill_one_record_and_print_one_table(backward):
+    """A torch module's rows are the numpy counter's LayerCount (ModuleFlops is that class),
+    and Linear(72, 40) prints the same row and footer in both wings but for its type name."""
+    from tinyprof.flops import LayerCount
+    from tinyprof.pytorch import ModuleFlops
+
+    assert ModuleFlops is LayerCount
+    [row] = flops_by_module(nn.Linear(72, 40), (6, 72), backward=backward)
+    assert type(row) is LayerCount and (row.matmul, row.macs) == (34_560, 17_280)
+    numpy_report = tp.flop_report(tp.nn.Linear(72, 40), (6, 72), backward)
+    torch_report = tp.flop_report(nn.Linear(72, 40), (6, 72), backward)
+    assert numpy_report.columns == torch_report.columns
+    assert numpy_report.footer == torch_report.footer
+    assert numpy_report.rows[0][2:] == torch_report.rows[0][2:]
+    assert str(numpy_report).splitlines()[-1] == str(torch_report).splitlines()[-1]
+
+
 def test_the_lstm_fused_kernel_is_counted_where_torch_counts_zero():
     """On CPU nn.LSTM runs one mkldnn_rnn_layer per layer and direction, which FlopCounterMode
     has no formula for (0, 0); with oneDNN off the same LSTM runs as addmm/mm cells, which it

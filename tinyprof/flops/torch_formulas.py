@@ -18,10 +18,10 @@ products below (mm, addmm, bmm, baddbmm), so they need no formula of their own.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
+from ..shapes import numel
 from .registry import LayerFlops
 
 Shape = tuple[int, ...]
@@ -65,10 +65,6 @@ class Call:
         flags = [(self.input_grads[i], self.input_params[i]) for i in positions
                  if i < len(self.input_grads)]
         return (sum(g and not p for g, p in flags), sum(g and p for g, p in flags))
-
-
-def numel(shape: Sequence[int]) -> int:
-    return math.prod(shape)
 
 
 def _products(mm: int, call: Call, *positions: int, note: str,

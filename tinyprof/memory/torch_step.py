@@ -36,7 +36,8 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..flops.torch_counter import Call, make_call, model_inputs, module_names, numel, run_hooked
+from ..flops.torch_counter import Call, make_call, model_inputs, module_names, run_hooked
+from ..shapes import numel
 from ..table import Table
 from ..torchprobe import is_torch_module
 from ..units import format_bytes
