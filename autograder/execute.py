@@ -30,11 +30,14 @@ them into the flags).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import hashlib
 import json
 import time
+import uuid
 from pathlib import Path
+from typing import NamedTuple
 
 import zmq
 from jupyter_core.utils import ensure_async, run_sync
@@ -42,6 +45,8 @@ from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat import NotebookNode
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Float, Integer, List, Unicode
+
+from tinyprof.remote import COMM_TARGET
 
 from .budget import OutputBudget
 from .cells import DIED_ENAME, NOT_RUN_ENAME, TIMEOUT_ENAME, is_answer, is_test, source
@@ -59,6 +64,14 @@ WATCH_INTERVAL_S = 0.1
 GARBLED = (ValueError, zmq.ZMQError)
 #: CPU seconds for a judge's clean-up request (switching tinyprof back on), past any limit.
 CLEANUP_S = 5.0
+
+
+class _Reply(NamedTuple):
+    """A kernel's answer to one request: the ``text/plain`` of its value, or (``lost``) the
+    message id of a comm request the kernel went idle without answering."""
+
+    text: str | None
+    lost: str | None = None
 
 
 class KernelLost(Exception):
@@ -147,6 +160,7 @@ class GraderExecute(Execute):
         self._scale = 1.0
         self._stop_at: int | None = None
         self._managers: list[SandboxedKernelManager] = []
+        self._comm_client, self._comm_id = None, None
         try:
             while True:
                 self._speed = self._speed_bench()
@@ -323,7 +337,8 @@ class GraderExecute(Execute):
         self._test = {"index": index, "cpu": 0.0, "cpu_budget": self.cpu_limit * self._scale,
                       "deadline": time.monotonic() + self.timeout * self._scale,
                       "clean_wall": self._speed.reference.wall_spent}
-        verdict = Judge(self._ask_kernel, fatal=(KernelLost, SlowCell), speed=self._speed).run(
+        verdict = Judge(self._ask_kernel, fatal=(KernelLost, SlowCell), speed=self._speed,
+                        quick=self._ask_quick).run(
             source(cell), self._prelude(), label=cell.metadata.nbgrader.grade_id)
         cell.outputs = verdict_outputs(verdict)
         self._record(cell, cpu_s=round(self._test["cpu"], 3), verdict=verdict.record(),
@@ -352,6 +367,37 @@ class GraderExecute(Execute):
         its value. The request is a silent execute request with no code, the expression in its
         ``user_expressions``: the answer comes back in the shell reply, with nothing to wait for
         on IOPub, and what the student's code prints meanwhile is never read."""
+        return self._asked(self._async_request, expression, cleanup)
+
+    def _ask_quick(self, request: str, cleanup: bool = False) -> str | None:
+        """The judge's quick route (judge.QUICK_REQUESTS): ``request`` (base64 of its pickle)
+        as a message on the comm the grader opens in each kernel (tinyprof.remote.listen),
+        which costs the kernel no IPython execution and no stream flushes; limits as for
+        :meth:`_ask_kernel`. The answer comes back on IOPub; if the kernel goes idle without
+        it (a message lost), it is read back once by an execute request. A kernel that does
+        not listen gets every request by :meth:`_ask_kernel`."""
+        from .judge import _CALL
+
+        if not self._listening():
+            return self._ask_kernel(_CALL.format(request), cleanup)
+        return self._asked(self._async_comm_request, request, cleanup)
+
+    def _listening(self) -> bool:
+        """Whether this kernel takes requests on the grader's comm: asked, and the comm
+        opened, at the first quick request to each kernel."""
+        if self._comm_client is not self.kc:
+            self._comm_client, self._comm_id = self.kc, None
+            text = self._ask_kernel('__import__("tinyprof.remote").remote.listen()')
+            if text == repr("listening"):
+                comm_id = uuid.uuid4().hex
+                self.kc.shell_channel.send(self.kc.session.msg("comm_open", {
+                    "comm_id": comm_id, "target_name": COMM_TARGET, "data": {}}))
+                self._comm_id = comm_id
+        return self._comm_id is not None
+
+    def _asked(self, request, what: str, cleanup: bool) -> str | None:
+        """Run coroutine ``request(what, cpu_budget, wall_s)`` within the test's limits, and
+        turn what went wrong into the judge's exceptions (module docstring)."""
         from .judge import TestTimedOut
 
         test, index = self._test, self._test["index"]
@@ -363,7 +409,7 @@ class GraderExecute(Execute):
             raise TestTimedOut(self._test_limit_message(left_cpu <= 0))
         cell = self.nb.cells[index]
         try:
-            reply = run_sync(self._async_request)(expression, left_cpu, left_wall)
+            reply = run_sync(request)(what, left_cpu, left_wall)
         except DeadKernelError:
             raise KernelLost(index, [self._death()], "the kernel died") from None
         except GARBLED as garbled:
@@ -379,39 +425,79 @@ class GraderExecute(Execute):
             if test["cpu"] < BUSY_SHARE * test["cpu_budget"] and index not in self._retried:
                 raise SlowCell(index, test["cpu"], self.timeout * self._scale)
             raise TestTimedOut(self._test_limit_message(False))
-        found = reply.get("content", {}).get("user_expressions", {}).get("answer", {})
-        text = found.get("data", {}).get("text/plain") if isinstance(found, dict) else None
-        return text if isinstance(text, str) else None
+        if reply.lost is not None:
+            return self._ask_kernel(f'__import__("tinyprof.remote").remote.answered('
+                                    f'{reply.lost!r})', cleanup)
+        return reply.text
 
     async def _async_request(self, expression: str, cpu_budget: float,
-                             wall_s: float) -> dict | None:
-        """The shell reply to ``expression``, watched as a cell is (``_watch``), or None when
-        ``wall_s`` passed first (the kernel is then interrupted); DeadKernelError when the
-        kernel is gone."""
-        from queue import Empty
+                             wall_s: float) -> _Reply | None:
+        """The value of ``expression`` from the shell reply, watched as a cell is
+        (``_watch``), or None when ``wall_s`` passed first (the kernel is then interrupted);
+        DeadKernelError when the kernel is gone."""
+        def value(reply: dict) -> _Reply:
+            found = reply.get("content", {}).get("user_expressions", {}).get("answer", {})
+            text = found.get("data", {}).get("text/plain") if isinstance(found, dict) else None
+            return _Reply(text if isinstance(text, str) else None)
 
+        async with self._watched(cpu_budget):
+            msg_id = self.kc.execute("", silent=True, store_history=False, allow_stdin=False,
+                                     user_expressions={"answer": expression})
+            return await self._reply(self.kc.shell_channel, msg_id, wall_s, value)
+
+    async def _async_comm_request(self, request: str, cpu_budget: float,
+                                  wall_s: float) -> _Reply | None:
+        """As :meth:`_async_request`, for a request sent on the grader's comm: the answer is
+        the comm message the kernel sends back on IOPub (``_Reply.lost`` names the request
+        when the kernel went idle without one)."""
+        def value(reply: dict) -> _Reply | None:
+            kind, content = reply.get("msg_type"), reply.get("content", {})
+            if kind == "comm_msg" and content.get("comm_id") == self._comm_id:
+                answer = content.get("data", {}).get("answer")
+                return _Reply(repr(answer) if isinstance(answer, str) else None)
+            if kind == "status" and content.get("execution_state") == "idle":
+                return _Reply(None, lost=msg_id)
+            return None   # the kernel's busy status, or what the student's code printed
+
+        async with self._watched(cpu_budget):
+            message = self.kc.session.msg("comm_msg", {"comm_id": self._comm_id,
+                                                       "data": {"request": request}})
+            msg_id = message["header"]["msg_id"]
+            self.kc.shell_channel.send(message)
+            return await self._reply(self.kc.iopub_channel, msg_id, wall_s, value)
+
+    @contextlib.asynccontextmanager
+    async def _watched(self, cpu_budget: float):
+        """A request's CPU watchdog; ``_cell_cpu`` is what the request cost the kernel."""
         self._cpu_out = self._ignored = False
         start = self.km.cpu_seconds()
         watchdog = asyncio.ensure_future(self._watch(start, cpu_budget))
         try:
-            msg_id = self.kc.execute("", silent=True, store_history=False, allow_stdin=False,
-                                     user_expressions={"answer": expression})
-            deadline = time.monotonic() + wall_s
-            while (left := deadline - time.monotonic()) > 0:
-                try:
-                    reply = await ensure_async(self.kc.shell_channel.get_msg(
-                        timeout=min(left, 1.0)))
-                except Empty:
-                    if not await ensure_async(self.kc.is_alive()):
-                        raise DeadKernelError("the kernel died") from None
-                    continue
-                if reply.get("parent_header", {}).get("msg_id") == msg_id:
-                    return reply
-            await ensure_async(self.km.interrupt_kernel())
-            return None
+            yield
         finally:
             watchdog.cancel()
             self._cell_cpu = max(0.0, self.km.cpu_seconds() - start)
+
+    async def _reply(self, channel, msg_id: str, wall_s: float, value) -> _Reply | None:
+        """The first ``value(message)`` that is not None, over the messages on ``channel``
+        whose parent is ``msg_id``; None when ``wall_s`` passed first (the kernel is then
+        interrupted). DeadKernelError when the kernel is gone."""
+        from queue import Empty
+
+        deadline = time.monotonic() + wall_s
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                message = await ensure_async(channel.get_msg(timeout=min(left, 1.0)))
+            except Empty:
+                if not await ensure_async(self.kc.is_alive()):
+                    raise DeadKernelError("the kernel died") from None
+                continue
+            if message.get("parent_header", {}).get("msg_id") == msg_id:
+                found = value(message)
+                if found is not None:
+                    return found
+        await ensure_async(self.km.interrupt_kernel())
+        return None
 
     def _test_limit_message(self, cpu: bool) -> str:
         if cpu:

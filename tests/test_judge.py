@@ -6,10 +6,13 @@ sandboxed path is graded end to end in tests/test_grading_forgery.py)."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from jupyter_client.manager import start_new_kernel
 
 from autograder.judge import DEFAULT_PRELUDE, OWN_CLASS, Judge, KernelError, _parse
+from tinyprof.remote import COMM_TARGET
 
 PRELUDE = DEFAULT_PRELUDE + "\nfrom tinyprof.testing import reference_unavailable"
 
@@ -19,6 +22,8 @@ class Kernel:
 
     def __init__(self):
         self.manager, self.client = start_new_kernel(kernel_name="python3")
+        self.comm_id: str | None = None
+        self.last = ""   # message id of the last comm request
 
     def run(self, code: str) -> list[dict]:
         msg_id = self.client.execute(code, store_history=False)
@@ -41,6 +46,24 @@ class Kernel:
             if reply["parent_header"].get("msg_id") == msg_id:
                 found = reply["content"]["user_expressions"].get("answer", {})
                 return found.get("data", {}).get("text/plain")
+
+    def quick(self, request: str, cleanup: bool = False) -> str | None:
+        """As the grader's quick route sends a request: on a comm it opens once (after
+        tinyprof.remote.listen); the answer from the comm message the kernel sends back."""
+        if self.comm_id is None:
+            assert self.send('__import__("tinyprof.remote").remote.listen()') == "'listening'"
+            self.comm_id = uuid.uuid4().hex
+            self.client.shell_channel.send(self.client.session.msg("comm_open", {
+                "comm_id": self.comm_id, "target_name": COMM_TARGET, "data": {}}))
+        message = self.client.session.msg("comm_msg", {"comm_id": self.comm_id,
+                                                       "data": {"request": request}})
+        self.client.shell_channel.send(message)
+        self.last = message["header"]["msg_id"]
+        while True:
+            msg = self.client.get_iopub_msg(timeout=30)
+            if msg["parent_header"].get("msg_id") == self.last and \
+                    msg["msg_type"] == "comm_msg":
+                return repr(msg["content"]["data"]["answer"])
 
     def stop(self):
         self.client.stop_channels()
@@ -137,6 +160,58 @@ def test_a_reference_taken_before_the_switch_opens_is_refused_in_the_kernel(kern
                                 f"    {name}([3, 1, 2], 50)")
         assert verdict.ename == "ReferenceUnavailable", (name, verdict.message)
         assert judge(kernel, f"expect({name}([3, 1, 2], 50), 2.0, 'after the block')").passed
+
+
+def test_requests_on_the_comm_get_the_verdicts_of_execute_requests(kernel):
+    """The quick route (a comm message per request, as the grader sends a hidden test's calls)
+    decides every verdict as the execute requests do: right, wrong with its hint, the
+    student's exception, the switch refusing a delegation."""
+    kernel.run("def wrong(i, o, bias=True):\n    return i * o\n"
+               "def broken(*a):\n    raise KeyError('x')\n"
+               "def delegating(i, o):\n    return tp.count_parameters(tp.nn.Linear(i, o))\n")
+    sources = ["expect(linear_params(128, 64), 8256, 'right')",
+               "expect(wrong(128, 64), 8256, 'wrong', hints={8192: 'the bias'})",
+               "broken(1)",
+               "with reference_unavailable():\n    delegating(2, 3)"]
+    outcomes = []
+    for source in sources:
+        kernel.last = ""
+        slow = Judge(kernel.send).run(source, PRELUDE, label="test")
+        quick = Judge(kernel.send, quick=kernel.quick).run(source, PRELUDE, label="test")
+        assert kernel.last, source   # the quick route was taken
+        assert quick.record() == slow.record(), source
+        outcomes.append((quick.passed, quick.ename))
+    assert outcomes == [(True, ""), (False, "AssertionError"), (False, "KeyError"),
+                        (False, "ReferenceUnavailable")]
+
+
+def test_the_last_comm_answer_can_be_read_back_when_its_message_was_lost(kernel):
+    """A grader that sees the kernel go idle without the comm's answer (IOPub may drop
+    messages) reads it back with an execute request, instead of running the call again."""
+    verdict = Judge(kernel.send, quick=kernel.quick).run(
+        "expect(linear_params(3, 4), 16, 'x')", PRELUDE, label="test")
+    assert verdict.passed
+    last = kernel.quick(_request(("get", ("global", "linear_params"), "__name__")))
+    again = kernel.send(f'__import__("tinyprof.remote").remote.answered({kernel.last!r})')
+    assert again == last and "'" in again
+    assert kernel.send('__import__("tinyprof.remote").remote.answered("not a request")') == \
+        "None"
+
+
+def _request(request: tuple) -> str:
+    """A request as the judge encodes it, with kernel globals as persistent ids."""
+    import base64
+    import io
+
+    import cloudpickle
+
+    class Pickler(cloudpickle.Pickler):
+        def persistent_id(self, obj):
+            return obj if isinstance(obj, tuple) and obj[:1] == ("global",) else None
+
+    buffer = io.BytesIO()
+    Pickler(buffer, protocol=5).dump(request)
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
 def test_a_kernel_that_stops_answering_fails_the_test_and_is_reported(kernel):

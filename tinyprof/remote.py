@@ -8,6 +8,14 @@ output to wait for)::
 
     __import__("tinyprof.remote").remote.answer("<base64 of a pickle made by the grader>")
 
+or, for the requests a hidden test makes most ("get", "call", "switch", "unswitch"), the same
+base64 text as a message on a comm the grader opens once per kernel after :func:`listen`
+(target :data:`COMM_TARGET`): the answer comes back as a comm message. A comm message costs
+the kernel a fraction of an execute request, which runs IPython's cell machinery and waits for
+four flushes of the output streams around nothing (``benchmarks/bench_grading.py``). The last
+comm answer is also kept (:func:`answered`), so a grader that saw the kernel go idle without
+it can still read it.
+
 A request (a tuple) is one of
 
 - ``("get", target, attribute)``: ``getattr(target, attribute)``;
@@ -58,8 +66,12 @@ from typing import Any
 #: Nesting deeper than this is handed over as a kernel object rather than encoded.
 MAX_DEPTH = 24
 
+#: The comm target name the grader's requests arrive on (:func:`listen`).
+COMM_TARGET = "tinyprof.remote"
+
 _objects: list[Any] = []        # objects handed to the grader, by number
 _switch: list[Any] = []         # the reference_unavailable() block now open, if any
+_answered: dict[str, str] = {}  # the last comm answer, by the message id of its request
 
 
 class _Missing(Exception):
@@ -99,6 +111,30 @@ def answer(request: str) -> str:
         if isinstance(route, str):
             reply["route"] = [route, str(getattr(error, "kind", "function"))]
     return base64.b64encode(json.dumps(reply, allow_nan=True).encode()).decode("ascii")
+
+
+def listen() -> str:
+    """Take the grader's requests on comm target :data:`COMM_TARGET` too; ``"listening"``."""
+    from IPython import get_ipython
+
+    get_ipython().kernel.comm_manager.register_target(COMM_TARGET, _opened)
+    return "listening"
+
+
+def _opened(comm: Any, message: dict) -> None:
+    """A comm the grader opened: each message's ``request`` is answered on the same comm."""
+    def on_request(msg: dict) -> None:
+        request = msg.get("content", {}).get("data", {}).get("request")
+        reply = answer(request)
+        _answered.clear()
+        _answered[str(msg.get("header", {}).get("msg_id"))] = reply
+        comm.send({"answer": reply})
+    comm.on_msg(on_request)
+
+
+def answered(msg_id: str) -> str | None:
+    """The answer to the comm request ``msg_id``, if it was the last one answered."""
+    return _answered.get(msg_id)
 
 
 def _carry_out(request: tuple, namespace: dict) -> dict:
@@ -227,4 +263,4 @@ def _plain_array(value: Any) -> dict | None:
     return {tag: base64.b64encode(buffer.getvalue()).decode("ascii")}
 
 
-__all__ = ["answer", "encode"]
+__all__ = ["COMM_TARGET", "answer", "answered", "encode", "listen"]
