@@ -25,7 +25,8 @@ cycle. A module may import modules of its own layer or of the layers below it, n
                                                     modules of the wings above
     faster       faster.* (pipeline)                chapter 8: a slow step and its fixes
     widgets      widgets.*                          explorers
-    facade       profiler, tinyprof, testing        one object over all of it
+    facade       profiler, tinyprof, testing,       one object over all of it; the grader's
+                 remote, wire                       seam (helpers, answers, their format)
 
 Every wing sits on one floor, and the chapters' wings are in chapter order. The torch code
 sits in the wing of its numpy counterpart (issue 34): its probe on the ground floor, its
@@ -64,7 +65,7 @@ LAYERS = [
     ("pytorch", {"pytorch"}),
     ("faster", {"faster"}),
     ("widgets", {"widgets"}),
-    ("facade", {"profiler", "", "testing", "remote"}),
+    ("facade", {"profiler", "", "testing", "remote", "wire"}),
 ]
 RANK = {top: rank for rank, (_, tops) in enumerate(LAYERS) for top in tops}
 

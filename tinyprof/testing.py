@@ -59,9 +59,9 @@ MARK = "[tinyprof integrity]"
 #: Set by the grader's judge while it runs a test cell outside the student's kernel.
 _JUDGE: contextvars.ContextVar[Any] = contextvars.ContextVar("tinyprof_judge", default=None)
 
-#: The grading machinery itself (this module, and the kernel's side of the grader's requests):
-#: never switched off, never reported as tinyprof's code.
-_GRADING_MODULES = frozenset({__name__, "tinyprof.remote"})
+#: The grading machinery itself (this module, the kernel's side of the grader's requests and
+#: their format): never switched off, never reported as tinyprof's code.
+_GRADING_MODULES = frozenset({__name__, "tinyprof.remote", "tinyprof.wire"})
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _THIS_FILE = os.path.abspath(__file__)
@@ -325,7 +325,8 @@ def routes() -> list[Route]:
 
 #: Files of the grading machinery: a call from them is the test's (or the grader's request on
 #: the test's behalf), never tinyprof's own, so the switch applies to it.
-_GRADING_FILES = frozenset({_THIS_FILE, os.path.join(_PACKAGE_DIR, "remote.py")})
+_GRADING_FILES = frozenset({_THIS_FILE, os.path.join(_PACKAGE_DIR, "remote.py"),
+                            os.path.join(_PACKAGE_DIR, "wire.py")})
 
 
 def _internal(filename: str) -> bool:
