@@ -166,14 +166,14 @@ class Judge:
 
         namespace: dict[str, Any] = {"__name__": "tinyprof_judge", "__builtins__": builtins}
         printed = io.StringIO()
-        token = testing._JUDGE.set(self)
         try:
-            exec(compile(prelude, "<judge prelude>", "exec"), namespace)  # noqa: S102
-            code = compile(source, f"<{label}>", "exec")
-            for name in sorted(kernel_names(source, namespace)):
-                namespace[name] = Kernel(self, ("global", name), name)
-            with contextlib.redirect_stdout(printed):
-                exec(code, namespace)  # noqa: S102 - the instructor's test, run by the grader
+            with testing.judged_by(self):
+                exec(compile(prelude, "<judge prelude>", "exec"), namespace)  # noqa: S102
+                code = compile(source, f"<{label}>", "exec")
+                for name in sorted(kernel_names(source, namespace)):
+                    namespace[name] = Kernel(self, ("global", name), name)
+                with contextlib.redirect_stdout(printed):
+                    exec(code, namespace)  # noqa: S102 - the instructor's test, run here
         except self.fatal:
             raise
         except TestTimedOut as limit:
@@ -188,8 +188,6 @@ class Judge:
                            review=[TAMPERED])
         except Exception as error:  # noqa: BLE001 - any other failure is the test's failure
             return Verdict(False, type(error).__name__, _cut(str(error)), _cut(printed.getvalue()))
-        finally:
-            testing._JUDGE.reset(token)
         return Verdict(True, printed=_cut(printed.getvalue()))
 
     # -- requests ---------------------------------------------------------------------------

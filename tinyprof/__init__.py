@@ -80,6 +80,15 @@ _SUBMODULES = frozenset({
 _EAGER_SUBMODULES = ("flops", "memory", "models", "nn", "ops", "optim", "scaling", "shapes",
                      "timing", "variants")
 
+#: The grading machinery: the modules that carry the grader's requests in the student's kernel
+#: (``testing``'s switch, ``remote``'s answers, ``wire``'s format). tinyprof.testing never
+#: switches them off nor counts them as tinyprof's own code. The roll is here, beside the
+#: other rolls of the package's modules, rather than in testing (which would name a module
+#: that imports it) or in a flag each module sets on itself (which testing could read only by
+#: importing them, and which notebook code could set on any module); testing copies it into
+#: its sealed namespace when it is imported, before the student's code runs.
+_GRADING_MACHINERY = frozenset({"testing", "remote", "wire"})
+
 
 def _install_moved_names() -> None:
     """Put a finder for the old names of moved modules at the end of ``sys.meta_path`` (after
