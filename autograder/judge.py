@@ -14,11 +14,12 @@ Using a handle sends one request to the kernel (``tinyprof/remote.py``): read a 
 attribute, or call it with the test's inputs. Inputs go as a pickle (the kernel learns the
 inputs, never the expected values, tolerances or hints); functions the test defines and passes
 in are shipped by value (cloudpickle) and run in the kernel. What comes back is plain data, JSON
-with ``.npy`` arrays, decoded here without pickle and size-capped; anything else stays in the
-kernel as another handle, which has no value of its own: comparing, converting or testing it
-never asks the kernel. ``expect`` and every comparison run here, so a kernel that lies gains
-nothing unless the values it returns are right. A test's ``with reference_unavailable(...)``
-block opens the same switch in the kernel around the calls made inside it.
+with ``.npy`` arrays (the format both sides share, ``tinyprof/wire.py``), decoded without pickle
+and size-capped; anything else stays in the kernel as another handle, which has no value of
+its own: comparing, converting or testing it never asks the kernel. ``expect`` and every
+comparison run here, so a kernel that lies gains nothing unless the values it returns are
+right. A test's ``with reference_unavailable(...)`` block opens the same switch in the kernel
+around the calls made inside it.
 
 The verdict (:class:`Verdict`) is the grader's own: passed, or the failure message the test
 raised (``expect``'s hint), or a sentence the grader writes for what happened in the kernel
@@ -30,14 +31,14 @@ from __future__ import annotations
 
 import ast
 import base64
-import binascii
 import builtins
 import contextlib
 import io
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
+
+from tinyprof import wire
 
 from .cells import TIMEOUT_ENAME
 
@@ -47,8 +48,6 @@ JUDGE_LIBRARIES = frozenset({"numpy", "tinyprof", "math"})
 #: kernel says about it is not shown: the static review names what was changed).
 TAMPERED = ("the runtime check in the student's kernel found test machinery changed (the "
             "static review says where); this test scores 0")
-#: An answer larger than this (characters of JSON) is refused.
-MAX_ANSWER_CHARS = 8_000_000
 #: A failure message longer than this is cut.
 MAX_MESSAGE_CHARS = 1_200
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,79}")
@@ -56,7 +55,6 @@ _CALL = '__import__("tinyprof.remote").remote.answer("{}")'
 #: Requests that check the student's code: sent by the judge's ``quick`` route where it has one.
 #: Those a speed test times ("make", "time", "pick") always take ``send``, in both kernels.
 QUICK_REQUESTS = frozenset({"get", "call", "switch", "unswitch"})
-_QUOTED_BASE64 = re.compile(r"'([A-Za-z0-9+/=]*)'")
 
 
 #: What a test may use when the instructor's notebook cannot be read.
@@ -168,14 +166,14 @@ class Judge:
 
         namespace: dict[str, Any] = {"__name__": "tinyprof_judge", "__builtins__": builtins}
         printed = io.StringIO()
-        token = testing._JUDGE.set(self)
         try:
-            exec(compile(prelude, "<judge prelude>", "exec"), namespace)  # noqa: S102
-            code = compile(source, f"<{label}>", "exec")
-            for name in sorted(kernel_names(source, namespace)):
-                namespace[name] = Kernel(self, ("global", name), name)
-            with contextlib.redirect_stdout(printed):
-                exec(code, namespace)  # noqa: S102 - the instructor's test, run by the grader
+            with testing.judged_by(self):
+                exec(compile(prelude, "<judge prelude>", "exec"), namespace)  # noqa: S102
+                code = compile(source, f"<{label}>", "exec")
+                for name in sorted(kernel_names(source, namespace)):
+                    namespace[name] = Kernel(self, ("global", name), name)
+                with contextlib.redirect_stdout(printed):
+                    exec(code, namespace)  # noqa: S102 - the instructor's test, run here
         except self.fatal:
             raise
         except TestTimedOut as limit:
@@ -190,8 +188,6 @@ class Judge:
                            review=[TAMPERED])
         except Exception as error:  # noqa: BLE001 - any other failure is the test's failure
             return Verdict(False, type(error).__name__, _cut(str(error)), _cut(printed.getvalue()))
-        finally:
-            testing._JUDGE.reset(token)
         return Verdict(True, printed=_cut(printed.getvalue()))
 
     # -- requests ---------------------------------------------------------------------------
@@ -305,34 +301,16 @@ class Judge:
             raise KernelError(f"the kernel's answer to {label} has no value")
         return answer if whole else self._decode(answer["value"], label)
 
-    def _decode(self, data: Any, label: str = "the answer", depth: int = 0) -> Any:
-        """Plain data from an answer (see tinyprof.remote.encode); never unpickles."""
-        if depth > 64:
-            raise KernelError(f"the kernel's answer to {label} is nested too deeply")
-        if data is None or type(data) in (bool, int, float, str):
-            return data
-        if type(data) is list:
-            return [self._decode(item, label, depth + 1) for item in data]
-        if type(data) is not dict or len(data) != 1:
-            raise KernelError(f"the kernel's answer to {label} is malformed")
-        (tag, body), = data.items()
-        if tag == "tuple" and type(body) is list:
-            return tuple(self._decode(item, label, depth + 1) for item in body)
-        if tag == "dict" and type(body) is list and all(type(p) is list and len(p) == 2
-                                                        for p in body):
-            decoded = [(self._decode(k, label, depth + 1), self._decode(v, label, depth + 1))
-                       for k, v in body]
-            try:
-                return dict(decoded)
-            except TypeError:
-                raise KernelError(f"the kernel's answer to {label} has an unhashable key") \
-                    from None
-        if tag in ("ndarray", "scalar") and type(body) is str:
-            array = _load_npy(body, label)
-            return array if tag == "ndarray" else array[()]
-        if tag == "object" and type(body) is int:
-            return Kernel(self, ("object", body), f"the object {label} returned")
-        raise KernelError(f"the kernel's answer to {label} is malformed")
+    def _decode(self, data: Any, label: str = "the answer") -> Any:
+        """The value in an answer (tinyprof.wire.decode: never unpickles), each kernel object
+        as a :class:`Kernel` handle."""
+        def handle(number: int) -> Kernel:
+            return Kernel(self, ("object", number), f"the object {label} returned")
+
+        try:
+            return wire.decode(data, handle)
+        except wire.Malformed as wrong:
+            raise KernelError(f"the kernel's answer to {label} {wrong}") from None
 
 
 def kernel_names(source: str, namespace: dict) -> set[str]:
@@ -397,23 +375,14 @@ def _pickle(request: tuple) -> bytes:
 
 
 def _parse(text: str | None, label: str) -> dict:
-    """The answer in the repr of the expression's value: ``'<base64 of JSON>'``."""
+    """The answer in the repr of the expression's value (tinyprof.wire.unframe)."""
     if text is None:
         raise KernelError(f"the kernel gave no answer to {label}: it may have been changed so "
                           "that it no longer runs the grader's requests")
-    if not isinstance(text, str) or len(text) > MAX_ANSWER_CHARS:
-        raise KernelError(f"the kernel's answer to {label} is larger than the "
-                          f"{MAX_ANSWER_CHARS:,} characters the grader reads")
-    quoted = _QUOTED_BASE64.fullmatch(text.strip())
-    if quoted is None:
-        raise KernelError(f"the kernel's answer to {label} is not the grader's encoding")
     try:
-        answer = json.loads(base64.b64decode(quoted.group(1), validate=True))
-    except (ValueError, RecursionError, binascii.Error):
-        raise KernelError(f"the kernel's answer to {label} is not valid JSON") from None
-    if type(answer) is not dict:
-        raise KernelError(f"the kernel's answer to {label} is malformed")
-    return answer
+        return wire.unframe(text)
+    except wire.Malformed as wrong:
+        raise KernelError(f"the kernel's answer to {label} {wrong}") from None
 
 
 def _raise_students(names: Any, label: str, route: tuple[str, str] | None = None) -> None:
@@ -466,15 +435,6 @@ def _library_exceptions() -> frozenset[str]:
         if cls.__module__.split(".")[0] in JUDGE_LIBRARIES | {"builtins"}:
             found.add(cls.__name__)
     return frozenset(found)
-
-
-def _load_npy(text: str, label: str) -> Any:
-    import numpy as np
-
-    try:
-        return np.load(io.BytesIO(base64.b64decode(text, validate=True)), allow_pickle=False)
-    except Exception:  # noqa: BLE001 - anything malformed is the kernel's fault
-        raise KernelError(f"the kernel's answer to {label} holds a malformed array") from None
 
 
 def _ndarray_type() -> tuple[type, ...]:

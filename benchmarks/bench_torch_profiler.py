@@ -149,7 +149,7 @@ def with_torch_profiler(step) -> tuple[tuple[float, float], float]:
 
 def hook_seconds(step) -> tuple[float, float]:
     """(seconds inside TorchRecorder's hooks, hook calls) per step, over STEPS steps."""
-    from tinyprof.pytorch.profiler import TorchRecorder
+    from tinyprof.bottlenecks.torch_profiler import TorchRecorder
 
     spent = [0.0, 0]
 

@@ -1,27 +1,38 @@
 """The library's layers: every import inside tinyprof/ points down, and nothing imports in a
 cycle. A module may import modules of its own layer or of the layers below it, never above.
 
-    base         units, table, ops, amdahl          numbers, formatting, pure formulas
+    base         units, table, ops, amdahl,         numbers, formatting, pure formulas,
+                 torchprobe                         "is this torch?" (never imports torch)
     nn           nn.*                               layers with forward and backward
     models       models.* (builders, optim,         the model zoo and what runs it
                  vocabulary, training, variants,
                  datasets)
-    analysis     params, shapes, flops, memory      counted or predicted by shape
+    params       params, torch_params               chapter 1: parameters
+    shapes       shapes.*                           the shape walk the counts share
+    flops        flops.* (torch_counter,            chapter 2: FLOPs
+                 torch_formulas too)
+    memory       memory.* (torch_step too)          chapter 3: memory
     timing       timing.* (harness, stats,          chapter 4: measured latency, A/B tests,
-                 compare, context, abtest,          batch scaling
-                 scaling)
+                 compare, context, abtest,          batch scaling, GPU timing (torch_cuda)
+                 scaling, torch_cuda)
     plots        plots.*                            figures of what the layers below measure
     bottlenecks  bottlenecks.* (roofline,           chapter 5: what limits each layer
-                 layer_profiler, placement)
+                 layer_profiler, placement,
+                 torch_profiler, torch_placement)
     bench        bench.* (suite, regression,        chapter 6: variants side by side, baselines
                  reports, classic)
+    pytorch      pytorch (its __init__ only)        chapter 7: the public face over the torch
+                                                    modules of the wings above
     faster       faster.* (pipeline)                chapter 8: a slow step and its fixes
     widgets      widgets.*                          explorers
-    facade       profiler, tinyprof, testing        one object over all of it
+    facade       profiler, tinyprof, testing,       one object over all of it; the grader's
+                 remote, wire                       seam (helpers, answers, their format)
 
-The torch wing (``tinyprof.pytorch``) sits in the layers of its numpy counterparts: its
-dispatch ("is this torch?" without importing torch) in base, its parameter, FLOP and memory
-counts in analysis, its timing in timing, its profiler and roofline placement in bottlenecks.
+Every wing sits on one floor, and the chapters' wings are in chapter order. The torch code
+sits in the wing of its numpy counterpart (issue 34): its probe on the ground floor, its
+parameter, FLOP, memory and timing modules and its profiler and roofline placement each
+beside the numpy module it mirrors; ``tinyprof.pytorch`` holds no code of its own, only the
+lazy names over them.
 
 Modules that moved into a wing keep their old names as aliases of the same module object
 (``tinyprof.roofline`` is ``tinyprof.bottlenecks.roofline``); inside the package every import
@@ -40,18 +51,21 @@ from layering import find_cycle
 
 PACKAGE = Path(__file__).resolve().parent.parent / "tinyprof"
 LAYERS = [
-    ("base", {"units", "table", "ops", "amdahl", "pytorch.dispatch"}),
+    ("base", {"units", "table", "ops", "amdahl", "torchprobe"}),
     ("nn", {"nn"}),
     ("models", {"models"}),
-    ("analysis", {"params", "shapes", "flops", "memory", "pytorch.params", "pytorch.flops",
-                  "pytorch.formulas", "pytorch.memory"}),
-    ("timing", {"timing", "pytorch.timing"}),
+    ("params", {"params", "torch_params"}),
+    ("shapes", {"shapes"}),
+    ("flops", {"flops"}),
+    ("memory", {"memory"}),
+    ("timing", {"timing"}),
     ("plots", {"plots"}),
-    ("bottlenecks", {"bottlenecks", "pytorch", "pytorch.profiler", "pytorch.roofline"}),
+    ("bottlenecks", {"bottlenecks"}),
     ("bench", {"bench"}),
+    ("pytorch", {"pytorch"}),
     ("faster", {"faster"}),
     ("widgets", {"widgets"}),
-    ("facade", {"profiler", "", "testing", "remote"}),
+    ("facade", {"profiler", "", "testing", "remote", "wire"}),
 ]
 RANK = {top: rank for rank, (_, tops) in enumerate(LAYERS) for top in tops}
 
@@ -86,17 +100,38 @@ GRAPH = {module_name(p): imports_of(p) for p in sorted(PACKAGE.rglob("*.py"))}
 
 
 def top(module: str) -> str:
-    """The module's entry in RANK: its top-level name, or its dotted name below tinyprof when
-    it has a layer of its own (the torch wing's modules sit in the layers of their numpy
-    counterparts)."""
+    """The module's entry in RANK: its top-level name below tinyprof ("" for the package)."""
     parts = module.split(".")
-    own = ".".join(parts[1:])
-    return own if own in RANK else parts[1] if len(parts) > 1 else ""
+    return parts[1] if len(parts) > 1 else ""
 
 
 def test_every_module_has_a_layer():
     """And every room of the drawing exists: a new top-level module is placed deliberately."""
     assert {top(m) for m in GRAPH} == set(RANK), {top(m) for m in GRAPH} ^ set(RANK)
+
+
+def test_every_wing_sits_on_one_floor_in_chapter_order():
+    """A floor holds whole top-level modules (no wing is split over floors, as the torch wing
+    once was), and the chapters' wings stand in the chapters' order: 1 params, 2 flops,
+    3 memory, 4 timing, 5 bottlenecks, 6 bench, 7 pytorch, 8 faster."""
+    assert not [t for _, tops in LAYERS for t in tops if "." in t]
+    chapters = ["params", "flops", "memory", "timing", "bottlenecks", "bench", "pytorch",
+                "faster"]
+    assert [RANK[wing] for wing in chapters] == sorted(RANK[wing] for wing in chapters)
+    assert len({RANK[wing] for wing in chapters}) == len(chapters)
+
+
+def test_the_torch_modules_sit_beside_their_numpy_counterparts():
+    """``tinyprof.pytorch`` is only a face: it has no module of its own but its __init__, and
+    each torch module is on the floor of the numpy module it mirrors."""
+    assert sorted(m for m in GRAPH if m.startswith("tinyprof.pytorch")) == ["tinyprof.pytorch"]
+    assert not GRAPH["tinyprof.pytorch"]
+    beside = {"torchprobe": "units", "torch_params": "params", "flops.torch_counter": "flops",
+              "flops.torch_formulas": "flops", "memory.torch_step": "memory",
+              "timing.torch_cuda": "timing", "bottlenecks.torch_profiler": "bottlenecks",
+              "bottlenecks.torch_placement": "bottlenecks"}
+    for torch_module, numpy_wing in beside.items():
+        assert RANK[top(f"tinyprof.{torch_module}")] == RANK[numpy_wing], torch_module
 
 
 def test_the_wings_are_ordered_timing_bottlenecks_bench():
@@ -131,7 +166,10 @@ def test_no_module_imports_an_old_name():
 
 @pytest.mark.parametrize("old", ["abtest", "scaling", "roofline", "layer_profiler", "suite",
                                  "regression", "reports", "classic", "optim", "training",
-                                 "variants", "datasets", "memory.training"])
+                                 "variants", "datasets", "memory.training",
+                                 "pytorch.dispatch", "pytorch.params", "pytorch.flops",
+                                 "pytorch.formulas", "pytorch.memory", "pytorch.timing",
+                                 "pytorch.profiler", "pytorch.roofline"])
 def test_an_old_module_name_is_the_same_module(old):
     import importlib
 
@@ -140,6 +178,53 @@ def test_an_old_module_name_is_the_same_module(old):
     moved = importlib.import_module(f"tinyprof.{old}")
     assert moved is importlib.import_module(f"tinyprof.{_MOVED[old]}")
     assert moved.__spec__.name == moved.__name__ == f"tinyprof.{_MOVED[old]}"
+
+
+#: Names reached through the torch wing's old module paths by users, chapter 07's notebook and
+#: hidden tests, the benchmarks and the tests (each must stay the one object it names now).
+OLD_TORCH_PATHS = [
+    "tinyprof.pytorch.dispatch.is_torch_module", "tinyprof.pytorch.dispatch.synchronized",
+    "tinyprof.pytorch.params.count_parameters", "tinyprof.pytorch.params.parameter_counts",
+    "tinyprof.pytorch.flops.count_flops", "tinyprof.pytorch.flops.conv_flops",
+    "tinyprof.pytorch.flops.numel", "tinyprof.pytorch.flops.OP_FLOPS",
+    "tinyprof.pytorch.flops.UNCOUNTED", "tinyprof.pytorch.flops.MODULE_FLOPS",
+    "tinyprof.pytorch.flops.ModuleFlops", "tinyprof.pytorch.formulas.numel",
+    "tinyprof.pytorch.formulas.Call", "tinyprof.pytorch.memory.training_memory",
+    "tinyprof.pytorch.memory.STATE_SLOTS", "tinyprof.pytorch.timing.cuda_event_seconds",
+    "tinyprof.pytorch.profiler.TorchRecorder", "tinyprof.pytorch.roofline.module_work",
+    "tinyprof.pytorch.roofline.place_modules",
+]
+
+
+def test_the_torch_names_users_rely_on_resolve_to_the_same_objects():
+    """Every public ``tinyprof.pytorch.X`` and every name above, by attribute, by ``from ...
+    import`` and by ``import tinyprof.pytorch.<module>``, is the object where it lives now; a
+    patch through an old path reaches the module that runs; and none of it imports torch."""
+    code = f"""
+import importlib, sys
+from unittest import mock
+import tinyprof, tinyprof.pytorch as face
+for name in face.__all__:
+    value = getattr(face, name)
+    home = importlib.import_module(value.__module__) if hasattr(value, '__module__') else None
+    assert home is None or getattr(home, name, value) is value, name
+    assert not value.__module__.startswith('tinyprof.pytorch'), (name, value.__module__)
+for dotted in {OLD_TORCH_PATHS!r}:
+    module_name, _, attr = dotted.rpartition('.')
+    old_module = importlib.import_module(module_name)
+    new_module = importlib.import_module('tinyprof.' + tinyprof._MOVED[module_name[9:]])
+    assert old_module is new_module is getattr(face, module_name.rpartition('.')[2]), dotted
+    assert getattr(old_module, attr) is getattr(new_module, attr), dotted
+    exec(f'from {{module_name}} import {{attr}} as got')
+    assert got is getattr(new_module, attr), dotted
+import tinyprof.flops.torch_counter as counter
+with mock.patch('tinyprof.pytorch.flops.example_input', 'patched'):
+    assert counter.example_input == 'patched'
+print('torch' in sys.modules)
+"""
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    assert loaded == "False"
 
 
 def test_the_command_lines_keep_their_old_names():

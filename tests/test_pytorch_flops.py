@@ -3,7 +3,7 @@
 Every configuration runs one forward (and one forward + backward) under
 ``torch.utils.flop_counter.FlopCounterMode`` and compares its total with tinyprof's count from
 the traced operators. Where the two differ, the test states the difference exactly (see
-tinyprof/pytorch/flops.py): torch counts a grouped convolution's weight gradient as if
+tinyprof/flops/torch_counter.py): torch counts a grouped convolution's weight gradient as if
 groups = 1, and counts nothing for the CPU kernels of scaled_dot_product_attention and of the
 LSTM. Hugging Face models are in tests/test_pytorch_hf.py.
 """
@@ -263,6 +263,24 @@ def test_one_call_gives_one_number_on_both_wings(skip):
                                                                              (x,))[1]
 
 
+@pytest.mark.parametrize("backward", [False, True])
+def test_both_wings_fill_one_record_and_print_one_table(backward):
+    """A torch module's rows are the numpy counter's LayerCount (ModuleFlops is that class),
+    and Linear(72, 40) prints the same row and footer in both wings but for its type name."""
+    from tinyprof.flops import LayerCount
+    from tinyprof.pytorch import ModuleFlops
+
+    assert ModuleFlops is LayerCount
+    [row] = flops_by_module(nn.Linear(72, 40), (6, 72), backward=backward)
+    assert type(row) is LayerCount and (row.matmul, row.macs) == (34_560, 17_280)
+    numpy_report = tp.flop_report(tp.nn.Linear(72, 40), (6, 72), backward)
+    torch_report = tp.flop_report(nn.Linear(72, 40), (6, 72), backward)
+    assert numpy_report.columns == torch_report.columns
+    assert numpy_report.footer == torch_report.footer
+    assert numpy_report.rows[0][2:] == torch_report.rows[0][2:]
+    assert str(numpy_report).splitlines()[-1] == str(torch_report).splitlines()[-1]
+
+
 def test_the_lstm_fused_kernel_is_counted_where_torch_counts_zero():
     """On CPU nn.LSTM runs one mkldnn_rnn_layer per layer and direction, which FlopCounterMode
     has no formula for (0, 0); with oneDNN off the same LSTM runs as addmm/mm cells, which it
@@ -322,8 +340,8 @@ def test_a_product_without_formula_is_refused_by_name():
 
 def test_register_function_flops_and_formulas_count_an_operator_alike():
     from tinyprof.flops import LayerFlops
+    from tinyprof.flops.torch_counter import OP_FLOPS, UNCOUNTED
     from tinyprof.pytorch import register_function_flops
-    from tinyprof.pytorch.flops import OP_FLOPS, UNCOUNTED
 
     def addmv(call):
         (m, n) = call.inputs[1]
@@ -347,8 +365,8 @@ def test_register_function_flops_and_formulas_count_an_operator_alike():
 
 def test_a_registered_or_given_module_formula_counts_the_module_as_one():
     from tinyprof.flops import LayerFlops
+    from tinyprof.flops.torch_counter import MODULE_FLOPS
     from tinyprof.pytorch import register_flops
-    from tinyprof.pytorch.flops import MODULE_FLOPS
 
     class Doubler(nn.Module):
         def __init__(self):

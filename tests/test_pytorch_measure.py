@@ -19,8 +19,8 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
 import tinyprof as tp  # noqa: E402
+from tinyprof.bottlenecks.torch_placement import module_work  # noqa: E402
 from tinyprof.pytorch import place_modules, synchronized, training_memory  # noqa: E402
-from tinyprof.pytorch.roofline import module_work  # noqa: E402
 from tinyprof.roofline import MachinePeaks  # noqa: E402
 
 BACKWARD_SLEEP, FORWARD_SLEEP = 0.03, 0.01
@@ -211,6 +211,35 @@ def test_each_module_on_the_roofline():
     assert {("0", "forward"), ("0", "backward"), ("1", "forward")} <= set(placed)
     assert all(r["bound"] in ("compute", "memory", "overhead") for r in table)
     assert placed[("0", "forward")]["flops"] == linear.flops
+
+
+def test_modules_and_layers_are_placed_in_one_table_with_one_format():
+    """A torch Linear and a tinyprof Linear of the same shapes have the same work per phase,
+    and place_modules prints the columns and formats of tp.place_layers (shares by
+    format_percent, speedups by format_ratio)."""
+    from tinyprof.bottlenecks.placement import (
+        PLACEMENT_COLUMNS,
+        PLACEMENT_FORMATS,
+        work_by_path,
+    )
+    from tinyprof.units import format_percent
+
+    x = torch.randn(8, 16)
+    torch_work = module_work(nn.Linear(16, 32), inputs=x.requires_grad_())
+    numpy_work = work_by_path(tp.nn.Linear(16, 32), (8, 16))    # float32, as torch's
+    for phase in ("forward", "backward"):
+        mine, theirs = torch_work[("Linear", phase)], numpy_work[("", phase)]
+        assert (mine.flops, mine.bytes) == (theirs.flops, theirs.bytes), phase
+    x = x.detach()
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU())
+    with tp.Profiler() as prof:
+        for _ in range(2):
+            model(x).sum().backward()
+    peaks = MachinePeaks(flops_per_second=1e11, bytes_per_second=1e10)
+    table = place_modules(prof, model, inputs=x, peaks=peaks)
+    assert table.columns == PLACEMENT_COLUMNS and table.formats == PLACEMENT_FORMATS
+    assert table.formats["share"] is format_percent
+    assert table.title.startswith("Modules on this machine's roofline")
 
 
 def test_ab_test_takes_torch_callables_and_cpu_timing_is_not_wrapped():

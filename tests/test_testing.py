@@ -38,7 +38,10 @@ def test_the_routes_are_derived_from_the_package():
             "tinyprof.nn.Linear", "tinyprof.nn.Module.parameters",
             "tinyprof.flops.formulas.linear_flops", "tinyprof.timing.bootstrap_median_ci",
             "tinyprof.models.gpt2"} <= names
-    assert not any(name.startswith("tinyprof.testing") for name in names)
+    # the grading machinery (tinyprof._GRADING_MACHINERY) is never a route: the kernel's
+    # answers are encoded (tinyprof.wire) while the switch is open
+    assert not any(name.startswith(("tinyprof.testing", "tinyprof.remote", "tinyprof.wire"))
+                   for name in names)
     # what exercises walk stays open
     assert not {"tinyprof.nn.Module.named_modules", "tinyprof.nn.Module.own_parameters",
                 "tinyprof.nn.Linear.forward", "tinyprof.nn.Module.__call__"} & names
@@ -170,7 +173,8 @@ def _notebook_function():
     return namespace["planted"]
 
 
-@pytest.mark.parametrize("where", ["builtins", "tinyprof", "class", "sys.modules", "hook"])
+@pytest.mark.parametrize("where", ["builtins", "tinyprof", "class", "sys.modules", "hook",
+                                   "machinery"])
 def test_notebook_code_planted_where_the_tests_look_is_detected(where):
     planted = _notebook_function()
     undo = []
@@ -193,10 +197,15 @@ def test_notebook_code_planted_where_the_tests_look_is_detected(where):
         sys.modules["tinyprof.testing"] = fake
         undo.append(lambda: sys.modules.__setitem__("tinyprof.testing", testing_module))
         want = "sys.modules['tinyprof.testing'] was replaced"
-    else:
+    elif where == "hook":
         sys.displayhook, saved = planted, sys.displayhook
         undo.append(lambda: setattr(sys, "displayhook", saved))
         want = "sys.displayhook holds notebook code"
+    else:   # a roll that would leave tinyprof.params on: not notebook code, still refused
+        saved = tp._GRADING_MACHINERY
+        tp._GRADING_MACHINERY = saved | {"params"}
+        undo.append(lambda: setattr(tp, "_GRADING_MACHINERY", saved))
+        want = "tinyprof._GRADING_MACHINERY was rebound"
     try:
         assert want in tampering()
         with pytest.raises(TamperingDetected, match="cannot be trusted in this kernel"):
@@ -400,3 +409,49 @@ def test_a_warm_up_time_request_runs_under_the_hook_when_the_grader_asks():
         assert "object" in reply["value"]
     finally:
         remote._carry_out(("unswitch",), namespace)
+
+
+class _RecordingJudge:
+    """A judge as judged_by expects one (testing.Judging): it records what it is asked."""
+
+    def __init__(self):
+        self.asked: list[tuple] = []
+
+    def switch(self, extra):
+        import contextlib
+
+        self.asked.append(("switch", extra))
+        return contextlib.nullcontext()
+
+    def measure_speed(self, candidate, baseline, make_inputs, *, rounds, rtol, atol):
+        self.asked.append(("measure_speed", candidate, rounds))
+        raise AssertionError("measured by the judge")
+
+
+def test_judged_by_hands_the_helpers_work_to_the_judge_and_gives_it_back_after():
+    """Inside ``judged_by(judge)`` reference_unavailable switches nothing off here (the judge
+    opens it in the student's kernel) and expect_faster asks the judge; blocks nest, and
+    after the outermost block the helpers work in this process again."""
+    outer, inner = _RecordingJudge(), _RecordingJudge()
+    with testing_module.judged_by(outer) as given:
+        assert given is outer
+        with reference_unavailable("numpy.percentile"):
+            assert tp.count_parameters(models.mlp()) > 0   # not switched off here
+        with testing_module.judged_by(inner):
+            with pytest.raises(AssertionError, match="measured by the judge"):
+                testing_module.expect_faster(len, len, lambda seed: ((),), rounds=3)
+        with reference_unavailable():
+            pass
+    assert outer.asked == [("switch", ("numpy.percentile",)), ("switch", ())]
+    assert inner.asked == [("measure_speed", len, 3)]
+    with reference_unavailable():
+        _refused(lambda: tp.count_parameters(models.mlp()))
+
+
+def test_judged_by_gives_the_judge_back_when_the_block_fails():
+    judge = _RecordingJudge()
+    with pytest.raises(KeyError), testing_module.judged_by(judge):
+        raise KeyError("the test failed")
+    with reference_unavailable():
+        _refused(lambda: tp.count_parameters(models.mlp()))
+    assert judge.asked == []

@@ -13,7 +13,10 @@ The library has a wing per chapter: ``timing`` (chapter 4, with ``abtest`` and `
 ``optim``, ``vocabulary``, ``training``, ``variants``, ``datasets``). A module that moved into a
 wing keeps its old name (``tinyprof.roofline``, ``tinyprof.abtest``, ``python -m
 tinyprof.regression``): the old name is an alias of the very same module object (``_MOVED``),
-so importing, patching or running either name reaches the one module.
+so importing, patching or running either name reaches the one module. The torch code sits in
+the same wings, beside the numpy module it mirrors (``flops.torch_counter``,
+``memory.torch_step``, ``bottlenecks.torch_placement``, ...); ``tinyprof.pytorch`` is its lazy
+public face, and its old submodules (``tinyprof.pytorch.flops``, ...) are aliases too.
 """
 
 import importlib
@@ -22,7 +25,8 @@ import types
 
 __version__ = "0.1.0"
 
-#: Old module name → where the module lives now (issue 22's wings); the old name is an alias.
+#: Old module name → where the module lives now (issue 22's wings, issue 34's torch modules);
+#: the old name is an alias.
 _MOVED = {
     "abtest": "timing.abtest", "scaling": "timing.scaling",
     "roofline": "bottlenecks.roofline", "layer_profiler": "bottlenecks.layer_profiler",
@@ -31,6 +35,12 @@ _MOVED = {
     "optim": "models.optim", "training": "models.training", "variants": "models.variants",
     "datasets": "models.datasets",
     "memory.training": "memory.step",
+    # issue 34: the torch wing's modules sit in the wings of their numpy counterparts
+    "pytorch.dispatch": "torchprobe", "pytorch.params": "torch_params",
+    "pytorch.flops": "flops.torch_counter", "pytorch.formulas": "flops.torch_formulas",
+    "pytorch.memory": "memory.torch_step", "pytorch.timing": "timing.torch_cuda",
+    "pytorch.profiler": "bottlenecks.torch_profiler",
+    "pytorch.roofline": "bottlenecks.torch_placement",
 }
 
 #: Public name → the submodule it is defined in (imported on first use).
@@ -69,6 +79,15 @@ _SUBMODULES = frozenset({
 #: What ``import tinyprof`` used to load with the package: loaded together by _load_all.
 _EAGER_SUBMODULES = ("flops", "memory", "models", "nn", "ops", "optim", "scaling", "shapes",
                      "timing", "variants")
+
+#: The grading machinery: the modules that carry the grader's requests in the student's kernel
+#: (``testing``'s switch, ``remote``'s answers, ``wire``'s format). tinyprof.testing never
+#: switches them off nor counts them as tinyprof's own code. The roll is here, beside the
+#: other rolls of the package's modules, rather than in testing (which would name a module
+#: that imports it) or in a flag each module sets on itself (which testing could read only by
+#: importing them, and which notebook code could set on any module); testing copies it into
+#: its sealed namespace when it is imported, before the student's code runs.
+_GRADING_MACHINERY = frozenset({"testing", "remote", "wire"})
 
 
 def _install_moved_names() -> None:

@@ -7,8 +7,8 @@ from typing import Callable
 import numpy as np
 
 from .nn.module import Module
-from .pytorch.dispatch import is_torch_module
 from .table import Table
+from .torchprobe import is_torch_module
 from .units import format_bytes, format_percent
 
 
@@ -25,7 +25,7 @@ def count_parameters(model: Module) -> int:
     by :func:`tinyprof.pytorch.count_parameters` (torch is never imported for a numpy model).
     """
     if is_torch_module(model):
-        from .pytorch.params import count_parameters as count_torch
+        from .torch_params import count_parameters as count_torch
 
         return count_torch(model)
     _require_model("count_parameters", model)
@@ -56,7 +56,7 @@ def parameter_table(model: Module, dtype=None) -> Table:
     ``torch.nn.Module`` gets :func:`tinyprof.pytorch.parameter_table` (trainable and frozen).
     """
     if is_torch_module(model):
-        from .pytorch.params import parameter_table as torch_table
+        from .torch_params import parameter_table as torch_table
 
         return torch_table(model, dtype)
     if not isinstance(model, Module):

@@ -24,9 +24,9 @@ from .models.builders import random_input
 from .nn.module import Module
 from .nn.state import KeptState
 from .params import count_parameters, parameter_bytes
-from .pytorch.dispatch import is_torch_module, torch_loaded
 from .table import Table
 from .timing import measure_latency
+from .torchprobe import is_torch_module, torch_loaded
 
 MB = 1e6
 
@@ -59,7 +59,7 @@ class Profiler:
     ``prof.export_chrome_trace(path)``. The first ``warmup`` calls of each layer and phase are
     left out of the table (and marked in the trace). When torch has been imported, every
     ``torch.nn.Module`` call, its backward and every ``torch.optim`` step in the block are
-    recorded too (:mod:`tinyprof.pytorch.profiler`), into the same table and trace.
+    recorded too (:mod:`tinyprof.bottlenecks.torch_profiler`), into the same table and trace.
     """
 
     def __init__(self, warmup: int = 0):
@@ -69,7 +69,7 @@ class Profiler:
     def __enter__(self) -> "Profiler":
         self.layers.__enter__()
         if torch_loaded():   # torch modules too: forward, backward and optimizer steps
-            from .pytorch.profiler import TorchRecorder
+            from .bottlenecks.torch_profiler import TorchRecorder
 
             self._torch = TorchRecorder(self.layers.warmup).start()
         return self

@@ -47,24 +47,21 @@ Targets inside a request are pickled as persistent ids: ``("global", name)`` is 
 global ``name``; ``("object", n)`` is an object an earlier answer handed over by number. So the
 kernel learns a test's inputs, never its expected values, tolerances or hints.
 
-The answer is the expression's value: base64 of JSON text (so its repr is plain ASCII):
-``{"value": V}`` (plus ``"copied": {position: V}``), ``{"raised": [names of the exception's
-classes, most derived first]}`` (with ``"route": [name, kind]`` when it is tinyprof's
-ReferenceUnavailable), or ``{"missing": name}``. ``V`` is the plain encoding of
-:func:`encode`. Nothing here is trusted by the grader: a kernel that lies gains nothing unless
-the values it returns are right.
+The answer is the expression's value, in the format :mod:`tinyprof.wire` defines for both
+sides: ``{"value": V}`` (plus ``"copied"``), ``{"raised": [...]}`` or ``{"missing": name}``,
+as base64 of its JSON; a value that is not plain data stays here, in :data:`_objects`, and
+the grader gets its number. Nothing here is trusted by the grader: a kernel that lies gains
+nothing unless the values it returns are right.
 """
 
 from __future__ import annotations
 
 import base64
 import io
-import json
 import pickle
 from typing import Any
 
-#: Nesting deeper than this is handed over as a kernel object rather than encoded.
-MAX_DEPTH = 24
+from . import wire
 
 #: The comm target name the grader's requests arrive on (:func:`listen`).
 COMM_TARGET = "tinyprof.remote"
@@ -110,7 +107,7 @@ def answer(request: str) -> str:
         route = getattr(error, "route", None)
         if isinstance(route, str):
             reply["route"] = [route, str(getattr(error, "kind", "function"))]
-    return base64.b64encode(json.dumps(reply, allow_nan=True).encode()).decode("ascii")
+    return wire.frame(reply)
 
 
 def listen() -> str:
@@ -154,14 +151,14 @@ def _carry_out(request: tuple, namespace: dict) -> dict:
         _, make_inputs, seeds = request
         make = _unswitched(make_inputs)
         made = [make(seed) for seed in seeds]
-        return {"value": encode([args if isinstance(args, tuple) else (args,) for args in made],
-                                depth=MAX_DEPTH)}
+        return {"value": wire.held([args if isinstance(args, tuple) else (args,)
+                                    for args in made], _keep)}
     if kind == "time":
         target, number = request[1], request[2]
         calls, _objects[number] = _objects[number], None
         with _watched(request[3:] == (True,)):   # a warm-up block: checked like a "call"
             outputs = [target(*args) for args in calls]
-        return {"value": encode(outputs, depth=MAX_DEPTH)}
+        return {"value": wire.held(outputs, _keep)}
     if kind == "pick":
         _, number, fractions = request
         outputs, _objects[number] = _objects[number], None
@@ -205,7 +202,7 @@ def _sampled(value: Any, fractions: list, depth: int = 0) -> Any:
     import sys
 
     numpy = sys.modules.get("numpy")
-    if depth > MAX_DEPTH:
+    if depth > wire.MAX_DEPTH:
         return value
     if isinstance(value, (list, tuple)):
         items = [_sampled(item, fractions, depth + 1) for item in value]
@@ -224,43 +221,16 @@ def _close_switches() -> None:
         _switch.pop().__exit__(None, None, None)
 
 
-def encode(value: Any, depth: int = 0) -> Any:
-    """``value`` as JSON-ready data: None, bool, int, float and str as themselves; lists as
-    arrays; ``{"tuple": [...]}``, ``{"dict": [[key, value], ...]}``; numpy arrays and scalars as
-    ``{"ndarray": ...}`` / ``{"scalar": ...}`` (base64 ``.npy``, no pickle); anything else, or
-    anything nested deeper than MAX_DEPTH, as ``{"object": n}``, kept here under number n."""
-    kind = type(value)
-    if value is None or kind in (bool, int, float, str):
-        return value
-    if depth < MAX_DEPTH:
-        if kind is list:
-            return [encode(item, depth + 1) for item in value]
-        if kind is tuple:
-            return {"tuple": [encode(item, depth + 1) for item in value]}
-        if kind is dict:
-            return {"dict": [[encode(k, depth + 1), encode(v, depth + 1)]
-                             for k, v in value.items()]}
-    array = _plain_array(value)
-    if array is not None:
-        return array
+def encode(value: Any) -> Any:
+    """``value`` as :func:`tinyprof.wire.encode` writes it, anything that is not plain data
+    kept here (in :data:`_objects`) and handed over by number."""
+    return wire.encode(value, _keep)
+
+
+def _keep(value: Any) -> int:
+    """Keep ``value`` for the grader's later requests; its number."""
     _objects.append(value)
-    return {"object": len(_objects) - 1}
-
-
-def _plain_array(value: Any) -> dict | None:
-    """A numpy array or scalar of a plain dtype as base64 ``.npy``; None for anything else."""
-    import sys
-
-    numpy = sys.modules.get("numpy")
-    if numpy is None or not isinstance(value, (numpy.ndarray, numpy.generic)):
-        return None
-    array = numpy.asarray(value)
-    if array.dtype.hasobject:
-        return None
-    buffer = io.BytesIO()
-    numpy.save(buffer, array, allow_pickle=False)
-    tag = "ndarray" if isinstance(value, numpy.ndarray) else "scalar"
-    return {tag: base64.b64encode(buffer.getvalue()).decode("ascii")}
+    return len(_objects) - 1
 
 
 __all__ = ["COMM_TARGET", "answer", "answered", "encode", "listen"]

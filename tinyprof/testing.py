@@ -11,6 +11,10 @@ baseline's, and the test passes when the 95 % interval's lower bound reaches ``a
 tinyprof's grader each side runs in its own kernel and is timed from outside (autograder/
 speed.py); elsewhere (a plain kernel, stock nbgrader) it is measured here.
 
+A grader that runs the test cells itself, outside the student's kernel (autograder/judge.py),
+does so within ``judged_by(judge)``: there ``expect_faster`` above and ``reference_unavailable``
+below leave their work to the judge (:class:`Judging`: ``switch`` and ``measure_speed``).
+
 ``reference_unavailable()`` switches off every public route to an answer while the hidden tests
 run. The routes are found by walking the package (:func:`routes`), never listed by hand: every
 public function of every tinyprof module, and every public method and constructor of every
@@ -37,6 +41,7 @@ This module cannot be reassigned (``tinyprof.testing.expect = ...`` raises Attri
 from __future__ import annotations
 
 import builtins
+import contextlib
 import contextvars
 import importlib
 import math
@@ -46,7 +51,9 @@ import sys
 import sysconfig
 import types
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, ContextManager, Iterator, Mapping, Protocol
+
+from tinyprof import _GRADING_MACHINERY
 
 #: Methods of tinyprof.nn layers that exercises build on: they stay available.
 BUILDING_BLOCKS = frozenset({"__call__", "forward", "backward", "children", "own_parameters",
@@ -56,15 +63,48 @@ OPEN_CLASSES = ("tinyprof.nn.Parameter", "tinyprof.nn.ShapeOnly")
 #: Printed by the hidden tests when they had to put a rebound helper back (the grader reads it).
 MARK = "[tinyprof integrity]"
 
-#: Set by the grader's judge while it runs a test cell outside the student's kernel.
+#: Set by :func:`judged_by` while the grader's judge runs a test cell outside the student's
+#: kernel.
 _JUDGE: contextvars.ContextVar[Any] = contextvars.ContextVar("tinyprof_judge", default=None)
 
-#: The grading machinery itself (this module, and the kernel's side of the grader's requests):
-#: never switched off, never reported as tinyprof's code.
-_GRADING_MODULES = frozenset({__name__, "tinyprof.remote"})
+#: The grading machinery itself (this module, the kernel's side of the grader's requests and
+#: their format): never switched off, never reported as tinyprof's code. The modules are
+#: listed by the package (``tinyprof._GRADING_MACHINERY``), not named here: this module is
+#: below them (tinyprof.remote imports it), and the package's roll is read once, now.
+_GRADING_MODULES = frozenset({__name__} | {f"tinyprof.{name}" for name in _GRADING_MACHINERY})
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _THIS_FILE = os.path.abspath(__file__)
+
+
+class Judging(Protocol):
+    """What a grader that runs the test cells itself (autograder/judge.py's ``Judge``) offers
+    the helpers while it judges (:func:`judged_by`): the test runs in the grader, the
+    student's code in the student's kernel."""
+
+    def switch(self, extra: tuple[str, ...]) -> ContextManager[None]:
+        """A context manager: ``reference_unavailable(*extra)`` opened in the student's
+        kernel around the calls the test's ``with`` block makes there."""
+
+    def measure_speed(self, candidate: Any, baseline: Callable, make_inputs: Callable,
+                      *, rounds: int, rtol: float, atol: float) -> Any:
+        """:func:`expect_faster`'s measurement, made by the grader: a
+        :class:`~tinyprof.timing.speed.Speedup` (or an object with its ``tier_line``,
+        ``reaches`` and ``describe``); AssertionError when an output differs."""
+
+
+@contextlib.contextmanager
+def judged_by(judge: Judging) -> Iterator[Judging]:
+    """Within the block, :func:`reference_unavailable` and :func:`expect_faster` leave their
+    work to ``judge`` (:class:`Judging`), a grader that runs the test cell outside the
+    student's kernel: ``reference_unavailable(*extra)`` is ``judge.switch(extra)``, and
+    ``expect_faster`` uses ``judge.measure_speed``. The previous judge (usually none) is back
+    after the block; blocks nest, and each thread or task sees its own (a context variable)."""
+    token = _JUDGE.set(judge)
+    try:
+        yield judge
+    finally:
+        _JUDGE.reset(token)
 
 
 class ReferenceUnavailable(RuntimeError):
@@ -244,12 +284,13 @@ def _tinyprof_modules() -> list[types.ModuleType]:
     import tinyprof
 
     found = [tinyprof]
+    torch_modules = {f"tinyprof.{home}" for old, home in tinyprof._MOVED.items()
+                     if old.startswith("pytorch.")}
     for info in pkgutil.walk_packages(tinyprof.__path__, "tinyprof."):
         if info.name in _GRADING_MODULES:
             continue
-        if info.name.startswith("tinyprof.pytorch.") and "torch" not in sys.modules:
-            continue  # the torch wing: nobody can call it before torch is loaded
-        # (and walking it would import torch into every chapter's kernel and the grader)
+        if info.name in torch_modules and "torch" not in sys.modules:
+            continue  # the torch wing's modules: nobody can call them before torch is loaded
         try:
             found.append(importlib.import_module(info.name))
         except ImportError:  # an optional dependency is missing: nobody can call it either
@@ -324,7 +365,8 @@ def routes() -> list[Route]:
 
 #: Files of the grading machinery: a call from them is the test's (or the grader's request on
 #: the test's behalf), never tinyprof's own, so the switch applies to it.
-_GRADING_FILES = frozenset({_THIS_FILE, os.path.join(_PACKAGE_DIR, "remote.py")})
+_GRADING_FILES = frozenset(os.path.join(_PACKAGE_DIR, *name.split(".")[1:]) + ".py"
+                           for name in _GRADING_MODULES)
 
 
 def _internal(filename: str) -> bool:
@@ -692,8 +734,9 @@ def reference_unavailable(*extra: str, namespace: dict | None = None) -> Any:
     when notebook code was planted in tinyprof, builtins, sys.modules or IPython's hooks.
     ``namespace`` is the notebook's (default: the caller's globals).
 
-    When the grader runs the test itself (autograder/judge.py), the block is opened in the
-    student's kernel around the calls the test makes there, and nothing is switched off here."""
+    When the grader runs the test itself (autograder/judge.py, :func:`judged_by`), the block
+    is opened in the student's kernel around the calls the test makes there, and nothing is
+    switched off here."""
     judge = _JUDGE.get()
     return _Switch(extra, namespace, watch=True) if judge is None else judge.switch(extra)
 
@@ -784,6 +827,9 @@ def _modules_problems() -> list[str]:
         problems.append("sys.modules['builtins'] was replaced")
     if sys.modules.get(__name__) is not _THIS_MODULE:
         problems.append(f"sys.modules[{__name__!r}] was replaced")
+    package = sys.modules.get("tinyprof")
+    if getattr(package, "_GRADING_MACHINERY", None) is not _GRADING_MACHINERY:
+        problems.append("tinyprof._GRADING_MACHINERY was rebound")
     for name, module in list(sys.modules.items()):
         if name == "tinyprof" or name.startswith("tinyprof."):
             where = getattr(module, "__file__", None) or ""

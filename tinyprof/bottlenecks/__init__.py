@@ -4,7 +4,9 @@
   the cost of one numpy call);
 - :mod:`.layer_profiler`: every layer's forward and backward calls, timed, self and total;
 - :mod:`.placement`: each profiled layer's FLOPs and bytes from its shapes, placed on the
-  roofline (``place_layers``, ``layer_work``, ``profile_step``).
+  roofline (``place_layers``, ``layer_work``, ``profile_step``);
+- :mod:`.torch_profiler` and :mod:`.torch_placement`: the same for torch modules, forward and
+  backward (``tinyprof.pytorch``; loaded when used, never importing torch themselves).
 
 Layers: this wing imports from ``timing`` and below; ``bench`` may import from it.
 """

@@ -16,6 +16,10 @@ work is computed from the shapes and the time is measured:
 - **Amdahl × roofline**: if the layer ran at its roof (time FLOPs/peak or bytes/bandwidth,
   whichever is longer) instead of its measured time, the whole recorded step would speed up by
   1 / ((1 − p) + p / k), with p the layer's share of the step and k = measured / roof time.
+
+The torch wing's ``place_modules`` (:mod:`.torch_placement`) builds its work with
+:func:`phase_work` and its table with :func:`placement_row` and :func:`placement_table`: one
+set of columns and formats for both.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from typing import Sequence
 import numpy as np
 
 from ..amdahl import amdahl_speedup
-from ..flops import flops_by_layer
+from ..flops import LayerCount, flops_by_layer
 from ..nn.module import Module
 from ..nn.state import KeptState
 from ..shapes import ROOT_NAME, numel
@@ -74,13 +78,53 @@ def work_by_path(model: Module, input_shape: Sequence[int]) -> dict[tuple[str, s
             continue
         name = module.name or type(module).__name__
         params = sum(p.size for _, p in module.own_parameters())
-        x, y = numel(row.input_shape), numel(row.output_shape)
-        work[(path, "forward")] = LayerWork(name, row.type, "forward",
-                                            row.matmul + row.elementwise,
-                                            (x + y + params) * itemsize, path)
-        work[(path, "backward")] = LayerWork(name, row.type, "backward", row.backward,
-                                             (2 * x + y + 2 * params) * itemsize, path)
+        for done in phase_work(row, name, row.type, params, itemsize, path):
+            work[(path, done.phase)] = done
     return work
+
+
+def phase_work(row: LayerCount, name: str, kind: str, params: int, itemsize: int,
+               path: str = "") -> tuple[LayerWork, LayerWork]:
+    """The forward and backward :class:`LayerWork` of one FLOP row (a numpy layer's or a torch
+    module's :class:`~tinyprof.flops.LayerCount`) with ``params`` parameters of its own:
+    FLOPs forward = matmul + elementwise, backward = grad_input + grad_weight; bytes forward =
+    (input + output + params)·itemsize, backward = (2·input + output + 2·params)·itemsize."""
+    x, y = numel(row.input_shape), numel(row.output_shape)
+    return (LayerWork(name, kind, "forward", row.matmul + row.elementwise,
+                      (x + y + params) * itemsize, path),
+            LayerWork(name, kind, "backward", row.backward,
+                      (2 * x + y + 2 * params) * itemsize, path))
+
+
+#: The columns of a placement table (:func:`place_layers`, and ``place_modules`` for torch).
+PLACEMENT_COLUMNS = ["name", "type", "phase", "flops", "bytes", "intensity", "attainable",
+                     "achieved", "bound", "time", "share", "step speedup at roof"]
+PLACEMENT_FORMATS = {"intensity": lambda v: f"{v:.2f}",
+                     "attainable": lambda v: format_si(v, "FLOP/s"),
+                     "achieved": lambda v: format_si(v, "FLOP/s"),
+                     "time": format_seconds, "share": format_percent,
+                     "step speedup at roof": format_ratio}
+
+
+def placement_row(name: str, kind: str, phase: str, work: LayerWork, per_call: float,
+                  share: float, peaks: MachinePeaks) -> list:
+    """One row of a placement table: ``work`` (FLOPs and bytes per call) measured at
+    ``per_call`` seconds of self time, ``share`` of the step: intensity, attainable and
+    achieved FLOP/s, bound, and the step's speedup at the roof, 1 / ((1 − p) + p / k) with
+    k = measured / roof time (1 when the work has no roof time)."""
+    roof = peaks.roof_seconds(work.flops, work.bytes)
+    return [name, kind, phase, work.flops, work.bytes, work.intensity,
+            peaks.attainable(work.intensity), work.flops / per_call,
+            peaks.classify(work.flops, work.bytes, per_call), per_call, share,
+            amdahl_speedup(share, max(per_call / roof, 1.0)) if roof else 1.0]
+
+
+def placement_table(body: list[list], peaks: MachinePeaks, what: str = "Layers") -> Table:
+    """Rows of :func:`placement_row` as a table titled "``what`` on this machine's
+    roofline"."""
+    return Table(PLACEMENT_COLUMNS, body, title=f"{what} on this machine's roofline "
+                 f"(ridge at {peaks.ridge_intensity:.1f} FLOPs/byte)",
+                 formats=PLACEMENT_FORMATS)
 
 
 def place_layers(profile: LayerProfiler, model: Module, input_shape: Sequence[int],
@@ -98,21 +142,9 @@ def place_layers(profile: LayerProfiler, model: Module, input_shape: Sequence[in
         done = work.get((row.path, row.phase))
         if done is None or done.type != row.type:
             continue  # a container (its children carry the work), or not a layer of model
-        per_call = row.self_s / row.calls
-        roof = peaks.roof_seconds(done.flops, done.bytes)
-        body.append([row.name, row.type, row.phase, done.flops, done.bytes,
-                     done.intensity, peaks.attainable(done.intensity), done.flops / per_call,
-                     peaks.classify(done.flops, done.bytes, per_call), per_call, row.share,
-                     amdahl_speedup(row.share, max(per_call / roof, 1.0)) if roof else 1.0])
-    columns = ["name", "type", "phase", "flops", "bytes", "intensity", "attainable",
-               "achieved", "bound", "time", "share", "step speedup at roof"]
-    return Table(columns, body, title=f"Layers on this machine's roofline "
-                 f"(ridge at {peaks.ridge_intensity:.1f} FLOPs/byte)",
-                 formats={"intensity": lambda v: f"{v:.2f}",
-                          "attainable": lambda v: format_si(v, "FLOP/s"),
-                          "achieved": lambda v: format_si(v, "FLOP/s"),
-                          "time": format_seconds, "share": format_percent,
-                          "step speedup at roof": format_ratio})
+        body.append(placement_row(row.name, row.type, row.phase, done,
+                                  row.self_s / row.calls, row.share, peaks))
+    return placement_table(body, peaks, "Layers")
 
 
 def profile_step(model: Module, x: np.ndarray, steps: int = 3, warmup: int = 1,
@@ -131,4 +163,5 @@ def profile_step(model: Module, x: np.ndarray, steps: int = 3, warmup: int = 1,
     return profile
 
 
-__all__ = ["LayerWork", "layer_work", "place_layers", "profile_step", "work_by_path"]
+__all__ = ["PLACEMENT_COLUMNS", "PLACEMENT_FORMATS", "LayerWork", "layer_work", "phase_work",
+           "place_layers", "placement_row", "placement_table", "profile_step", "work_by_path"]

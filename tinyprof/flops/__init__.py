@@ -7,13 +7,16 @@
   :func:`tinyprof.shapes.register_shape` or :func:`tinyprof.shapes.register_container`).
 * :func:`measure_matmul_flops` — the matmul FLOPs that really execute, to check the counts.
 * :func:`gflops_per_second`, :func:`arithmetic_intensity` — rates built on FLOP counts.
+* :mod:`.torch_counter` and :mod:`.torch_formulas` — the same counts for a ``torch.nn.Module``,
+  operator by operator, in the same :class:`LayerCount` rows and table (:mod:`.report`);
+  ``tinyprof.pytorch`` names them, loaded when used.
 
 Convention: a FLOP is one add or one multiply; a multiply-accumulate is 2 FLOPs.
 """
 
 from . import formulas
 from .attention import GPT_FLOP_PARTS, AttentionShare, attention_share, gpt_flop_parts
-from .counter import LayerCount, count_flops, flop_report, flops_by_layer
+from .counter import count_flops, flop_report, flops_by_layer
 from .measure import ExecutedFlops, measure_matmul_flops
 from .rates import arithmetic_intensity, gflops_per_second
 from .registry import (
@@ -25,6 +28,7 @@ from .registry import (
     register_flops,
     unregister,
 )
+from .report import LayerCount
 
 __all__ = [
     "FLOP_FORMULAS", "GPT_FLOP_PARTS", "NO_WORK", "AttentionShare", "attention_share",

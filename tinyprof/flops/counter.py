@@ -7,40 +7,14 @@ ones. Shapes come from :func:`tinyprof.shapes.trace_shapes`; the formulas live i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from ..nn.module import Module
-from ..pytorch.dispatch import is_torch_module
 from ..shapes import ROOT_NAME, Node, trace_shapes
 from ..table import Table
-from ..units import format_si
+from ..torchprobe import is_torch_module
 from .registry import LayerFlops, LayerFormula, check_overlay, lookup
-
-
-@dataclass(frozen=True)
-class LayerCount:
-    """One layer's counted work for one input shape (see :class:`LayerFlops` for the fields)."""
-
-    name: str
-    type: str
-    input_shape: tuple[int, ...]
-    output_shape: tuple[int, ...]
-    matmul: int
-    elementwise: int
-    grad_input: int
-    grad_weight: int
-    note: str = ""
-
-    @property
-    def macs(self) -> int:
-        """Multiply-accumulates of the forward matmuls: matmul / 2."""
-        return self.matmul // 2
-
-    @property
-    def backward(self) -> int:
-        """Backward matmul FLOPs: grad_input + grad_weight."""
-        return self.grad_input + self.grad_weight
+from .report import LayerCount, flop_table, total_flops
 
 
 def _count(node: Node, backward: bool,
@@ -78,7 +52,7 @@ def flops_by_layer(model: Module, input_shape: Sequence[int], *, backward: bool 
     ``torch.nn.Module`` gets :func:`tinyprof.pytorch.flops_by_module`'s rows.
     """
     if is_torch_module(model):
-        from ..pytorch.flops import flops_by_module
+        from .torch_counter import flops_by_module
 
         return flops_by_module(model, input_shape, backward=backward,
                                skip_first_input_grad=skip_first_input_grad, formulas=formulas)
@@ -109,13 +83,13 @@ def count_flops(model: Module, input_shape: Sequence[int], backward: bool = Fals
     Linear(72, 40) on (6, 72) is 69,120 backward in both wings.
     """
     if is_torch_module(model):
-        from ..pytorch.flops import count_flops as count_torch
+        from .torch_counter import count_flops as count_torch
 
         return count_torch(model, input_shape, backward,
                            skip_first_input_grad=skip_first_input_grad, formulas=formulas)
     rows = flops_by_layer(model, input_shape, backward=backward,
                           skip_first_input_grad=skip_first_input_grad, formulas=formulas)
-    return sum(row.backward if backward else row.matmul for row in rows)
+    return total_flops(rows, backward)
 
 
 def flop_report(model: Module, input_shape: Sequence[int], backward: bool = False, *,
@@ -130,35 +104,13 @@ def flop_report(model: Module, input_shape: Sequence[int], backward: bool = Fals
     :func:`count_flops`. A ``torch.nn.Module`` gets :func:`tinyprof.pytorch.flop_report`.
     """
     if is_torch_module(model):
-        from ..pytorch.flops import flop_report as torch_report
+        from .torch_counter import flop_report as torch_report
 
         return torch_report(model, input_shape, backward,
                             skip_first_input_grad=skip_first_input_grad, formulas=formulas)
     rows = flops_by_layer(model, input_shape, backward=backward,
                           skip_first_input_grad=skip_first_input_grad, formulas=formulas)
-    total = sum(row.backward if backward else row.matmul for row in rows)
-
-    def share(flops: int) -> float:
-        return 100.0 * flops / total if total else 0.0
-
-    if backward:
-        columns = ["name", "type", "output shape", "grad input", "grad weight", "flops",
-                   "% flops"]
-        body = [[r.name, r.type, r.output_shape, r.grad_input, r.grad_weight, r.backward,
-                 share(r.backward)] for r in rows]
-        footer = ["total", "", "", sum(r.grad_input for r in rows),
-                  sum(r.grad_weight for r in rows), total, 100.0 if total else 0.0]
-    else:
-        columns = ["name", "type", "output shape", "flops", "macs", "elementwise", "% flops"]
-        body = [[r.name, r.type, r.output_shape, r.matmul, r.macs, r.elementwise,
-                 share(r.matmul)] for r in rows]
-        footer = ["total", "", "", total, total // 2, sum(r.elementwise for r in rows),
-                  100.0 if total else 0.0]
-    direction = "backward" if backward else "forward"
-    title = (f"{type(model).__name__} on {tuple(input_shape)}: {format_si(total, 'FLOPs')} "
-             f"{direction} (matmul)")
-    return Table(columns, body, title=title, footer=footer,
-                 formats={"% flops": lambda v: f"{v:.1f}%"})
+    return flop_table(rows, backward, type(model).__name__, str(tuple(input_shape)))
 
 
 __all__ = ["ROOT_NAME", "LayerCount", "count_flops", "flop_report", "flops_by_layer"]

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from ..nn.module import Module
-from ..pytorch.dispatch import is_torch_module_type
 from ..shapes import FormulaRegistry, MissingFormulaError, Shape
 from ..shapes.registry import snake_case
+from ..torchprobe import is_torch_module_type
 
 FLOP_FORMULAS = FormulaRegistry("FLOP formula")
 

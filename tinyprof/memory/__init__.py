@@ -5,7 +5,9 @@
 * :func:`activation_table` / :func:`activation_bytes` — what each layer saves for backward;
 * :func:`training_memory` / :func:`predict_training_memory` — parameters, activations,
   gradients and optimizer state of a training step, measured beside predicted;
-* :func:`max_batch_size` — the largest batch that fits a memory budget.
+* :func:`max_batch_size` — the largest batch that fits a memory budget;
+* :mod:`.torch_step` — a torch module's training memory, measured on one real step beside the
+  same formulas (``tinyprof.pytorch.training_memory``; loaded when used).
 """
 
 from .activations import (

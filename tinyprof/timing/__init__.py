@@ -9,7 +9,9 @@
 - :mod:`.abtest`: ``ab_test``, two callables timed in interleaved rounds and judged;
 - :mod:`.scaling`: throughput and latency across batch sizes (loaded when used);
 - :mod:`.speed`: ``measure_speedup``, a rewrite against its baseline on fresh inputs, every
-  output checked (chapter 08's speed tests; loaded when used).
+  output checked (chapter 08's speed tests; loaded when used);
+- :mod:`.torch_cuda`: ``cuda_event_seconds``, a torch callable timed by the GPU's own events
+  (``tinyprof.pytorch``; loaded when used).
 """
 
 from .abtest import ABResult, ab_test

@@ -33,7 +33,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..pytorch.dispatch import synchronized
+from ..torchprobe import synchronized
 from ..units import format_interval, format_seconds
 from .compare import FASTER, NO_CHANGE, SLOWER
 from .context import collect_context

@@ -27,7 +27,7 @@ import numbers
 import time
 from typing import Any, Callable
 
-from ..pytorch.dispatch import synchronized
+from ..torchprobe import synchronized
 from .context import collect_context
 from .stats import PERF_COUNTER_RESOLUTION, LatencyStats
 

@@ -43,8 +43,8 @@ from _thread import get_ident
 from collections import defaultdict
 from typing import Any
 
-from ..bottlenecks.layer_profiler import LayerCall
-from .flops import module_names
+from ..flops.torch_counter import module_names
+from .layer_profiler import LayerCall
 
 _clock = time.perf_counter
 # Row fields: name, kind, phase, start, end, depth, parent, warmup, children_seconds.
@@ -133,7 +133,7 @@ class TorchRecorder:
         if not self._active or get_ident() != self._thread:
             return
         if self.synchronize is None:
-            from .dispatch import uses_cuda
+            from ..torchprobe import uses_cuda
 
             if uses_cuda(module, args):
                 self._use_sync()

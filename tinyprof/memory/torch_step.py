@@ -36,12 +36,13 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..memory.step import Component, TrainingMemory, phase_peaks
-from ..memory.trace import Mark
+from ..flops.torch_counter import Call, make_call, model_inputs, module_names, run_hooked
+from ..shapes import numel
 from ..table import Table
+from ..torchprobe import is_torch_module
 from ..units import format_bytes
-from .dispatch import is_torch_module
-from .flops import Call, make_call, model_inputs, module_names, numel, run_hooked
+from .step import Component, TrainingMemory, phase_peaks
+from .trace import Mark
 
 INDEX_BYTES = 8      # int64 token ids and targets
 STATE_SLOTS = {"sgd": 0, "momentum": 1, "adam": 2, "adamw": 2}

@@ -8,7 +8,7 @@ and ``torch.einsum`` as ``mm``/``bmm``, a convolution (transposed or not) as ``c
 an LSTM as ``mkldnn_rnn_layer``, a GRU as its cells' ``addmm``. Forward pre- and post-hooks on
 every submodule keep the stack of running modules, so each operator is charged to the
 innermost one (the profiler's rule too). Each operator then goes to its formula
-(:mod:`tinyprof.pytorch.formulas`), a small pure function of shapes as in
+(:mod:`tinyprof.flops.torch_formulas`), a small pure function of shapes as in
 ``torch/utils/flop_counter.py``; a module is the sum of its operators, so a module built from
 counted operators needs no formula of its own, and one that multiplies no matrices (a norm, a
 pooling, HF's ``GELUActivation``, a rotary embedding) counts 0 matmul FLOPs and its work in the
@@ -43,16 +43,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from ..flops.registry import LayerFlops, MissingFlopFormulaError
 from ..shapes.registry import FormulaRegistry, snake_case
 from ..table import Table
-from ..units import format_si
-from .dispatch import is_torch_module
+from ..torchprobe import is_torch_module
+from .registry import LayerFlops, MissingFlopFormulaError
+from .report import LayerCount, flop_table, total_flops
 
-# conv_flops and numel are re-exported: chapter 07's hidden tests, memory and roofline use them here
-from .formulas import UNCOUNTED_OPS, Call, builtin_op_formulas, per_element
-from .formulas import conv_flops as conv_flops
-from .formulas import numel as numel
+# conv_flops and numel (the shape walk's) are re-exported: chapter 07's hidden tests use them here
+from .torch_formulas import UNCOUNTED_OPS, Call, builtin_op_formulas, per_element
+from .torch_formulas import conv_flops as conv_flops
+from .torch_formulas import numel as numel
 
 #: Module type → formula(module, call) -> LayerFlops: counts the whole module, its operators
 #: and children included (for a module of your own whose operators you want to count as one).
@@ -422,31 +422,9 @@ def _first_shape(value: Any) -> tuple:
 # -- counting ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ModuleFlops:
-    """A row of :func:`flops_by_module`, with the fields of tinyprof's
-    :class:`~tinyprof.flops.LayerCount`: the work of one module's own operators (or of a
-    module counted by a formula of its own), summed over its calls."""
-
-    name: str
-    type: str
-    input_shape: tuple[int, ...]
-    output_shape: tuple[int, ...]
-    matmul: int
-    elementwise: int
-    grad_input: int
-    grad_weight: int
-    note: str = ""
-
-    @property
-    def macs(self) -> int:
-        """Multiply-accumulates of the forward matmuls: matmul / 2."""
-        return self.matmul // 2
-
-    @property
-    def backward(self) -> int:
-        """Backward matmul FLOPs: grad_input + grad_weight."""
-        return self.grad_input + self.grad_weight
+#: A row of :func:`flops_by_module`: the numpy counter's record,
+#: :class:`~tinyprof.flops.LayerCount` (this name stays for code written against it).
+ModuleFlops = LayerCount
 
 
 def _op_name(op: Any) -> str:
@@ -485,7 +463,7 @@ def _count(record: Traced, backward: bool) -> LayerFlops:
 
 
 def _rows(records: list[Traced], shapes: dict[str, tuple], backward: bool
-          ) -> list[ModuleFlops]:
+          ) -> list[LayerCount]:
     """One row per module, in the order its first counted call finished: its calls summed,
     the note naming the formula (a module's) or the operators that multiplied matrices."""
     sums: dict[str, list] = {}
@@ -502,14 +480,14 @@ def _rows(records: list[Traced], shapes: dict[str, tuple], backward: bool
     for name, (matmul, elementwise, dx, dw, notes) in sums.items():
         kind, x, y = shapes.get(name, ("", (), ()))
         note = " + ".join(f"{op}×{n}" if n > 1 else op for op, n in notes.items())
-        rows.append(ModuleFlops(name, kind, x, y, matmul, elementwise, dx, dw, note))
+        rows.append(LayerCount(name, kind, x, y, matmul, elementwise, dx, dw, note))
     return rows
 
 
 def flops_by_module(module, input_shape: Any = None, *, backward: bool = False,
                     inputs: Any = None, kwargs: dict | None = None,
                     skip_first_input_grad: bool = False,
-                    formulas: Mapping | None = None) -> list[ModuleFlops]:
+                    formulas: Mapping | None = None) -> list[LayerCount]:
     """One row per module that ran counted operators in one forward pass on ``input_shape``
     (a shape, a tensor, a tuple of tensors or a dict of keyword tensors; or ``inputs`` and
     ``kwargs``), in the order they finished. With ``backward=True`` every formula must state
@@ -558,7 +536,7 @@ def count_flops(module, input_shape: Any = None, backward: bool = False, *,
     rows = flops_by_module(module, input_shape, backward=backward, inputs=inputs,
                            kwargs=kwargs, skip_first_input_grad=skip_first_input_grad,
                            formulas=formulas)
-    return sum(row.backward if backward else row.matmul for row in rows)
+    return total_flops(rows, backward)
 
 
 def flop_report(module, input_shape: Any = None, backward: bool = False, *,
@@ -569,28 +547,8 @@ def flop_report(module, input_shape: Any = None, backward: bool = False, *,
     rows = flops_by_module(module, input_shape, backward=backward, inputs=inputs,
                            kwargs=kwargs, skip_first_input_grad=skip_first_input_grad,
                            formulas=formulas)
-    total = sum(r.backward if backward else r.matmul for r in rows)
-
-    def share(flops: int) -> float:
-        return 100.0 * flops / total if total else 0.0
-
-    if backward:
-        columns = ["name", "type", "output shape", "grad input", "grad weight", "flops",
-                   "% flops"]
-        body = [[r.name, r.type, r.output_shape, r.grad_input, r.grad_weight, r.backward,
-                 share(r.backward)] for r in rows]
-        footer = ["total", "", "", sum(r.grad_input for r in rows),
-                  sum(r.grad_weight for r in rows), total, 100.0 if total else 0.0]
-    else:
-        columns = ["name", "type", "output shape", "flops", "macs", "elementwise", "% flops"]
-        body = [[r.name, r.type, r.output_shape, r.matmul, r.macs, r.elementwise,
-                 share(r.matmul)] for r in rows]
-        footer = ["total", "", "", total, total // 2, sum(r.elementwise for r in rows),
-                  100.0 if total else 0.0]
-    title = (f"{type(module).__name__} on {_describe(input_shape, inputs, kwargs)}: "
-             f"{format_si(total, 'FLOPs')} {'backward' if backward else 'forward'} (matmul)")
-    return Table(columns, body, title=title, footer=footer,
-                 formats={"% flops": lambda v: f"{v:.1f}%"})
+    return flop_table(rows, backward, type(module).__name__,
+                      _describe(input_shape, inputs, kwargs))
 
 
 def _describe(input_shape, inputs, kwargs) -> str:
@@ -620,7 +578,7 @@ def _register_builtins() -> None:
             UNCOUNTED[packet] = name
 
 
-# Call, numel and the formulas (conv_flops, ...) are tinyprof.pytorch.formulas' own, imported here
+# Call, numel and the formulas (conv_flops, ...) are torch_formulas' own, imported here
 __all__ = ["MODULE_FLOPS", "MissingFlopFormulaError", "ModuleFlops", "OP_FLOPS", "Traced",
            "count_flops", "example_input", "flop_report", "flops_by_module", "make_call",
            "model_inputs", "module_names", "register_flops", "register_function_flops",

@@ -1,7 +1,7 @@
 """FLOP formulas of torch's aten operators: each a small pure function of one traced call's shapes.
 
 As in ``torch/utils/flop_counter.py`` a formula is registered against the operator it describes
-and the counting machinery (:mod:`tinyprof.pytorch.flops`) only looks it up; unlike torch's,
+and the counting machinery (:mod:`tinyprof.flops.torch_counter`) only looks it up; unlike torch's,
 each formula also states its backward from the call it sees: one product of the forward's size
 for each operand that autograd needs a gradient of (a parameter's is a weight gradient, dW;
 anything else's an input gradient, dX), and nothing for an operand that needs none.
@@ -18,11 +18,11 @@ products below (mm, addmm, bmm, baddbmm), so they need no formula of their own.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
-from ..flops.registry import LayerFlops
+from ..shapes import numel
+from .registry import LayerFlops
 
 Shape = tuple[int, ...]
 
@@ -65,10 +65,6 @@ class Call:
         flags = [(self.input_grads[i], self.input_params[i]) for i in positions
                  if i < len(self.input_grads)]
         return (sum(g and not p for g, p in flags), sum(g and p for g, p in flags))
-
-
-def numel(shape: Sequence[int]) -> int:
-    return math.prod(shape)
 
 
 def _products(mm: int, call: Call, *positions: int, note: str,

@@ -4,7 +4,9 @@ A ``torch.nn.Module`` or a tensor can only exist once torch has been imported, s
 ``"torch"`` is not in ``sys.modules`` the answer is no and torch stays unloaded; otherwise the
 question is a plain ``isinstance`` against torch's own classes (never a class-name string).
 The numpy entry points (``tp.count_parameters``, ``tp.count_flops``, ``tp.parameter_table``,
-``tp.Profiler``, ``tp.ab_test``) ask here before dispatching to this wing.
+``tp.Profiler``, ``tp.ab_test``) ask here before dispatching to the torch modules, so this probe
+sits on the ground floor of the layer table, below every wing that asks (it was
+``tinyprof.pytorch.dispatch``, still an alias of this module).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .dispatch import synchronized
+from ..torchprobe import synchronized
 
 
 def cuda_event_seconds(fn: Callable, *args: Any, repeats: int = 10, warmup: int = 3

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..table import Table
-from ..units import format_bytes
-from .dispatch import is_torch_module
+from .table import Table
+from .torchprobe import is_torch_module
+from .units import format_bytes
 
 
 class ParameterCounts(NamedTuple):
