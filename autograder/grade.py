@@ -34,12 +34,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterator
 
-from . import caches, course, isolation, records, resources
-from .gradebook import merge, prepare
-from .intake import Submission, collect, unpacking
-from .integrity import flag_notes, task_flags
-from .pool import Pool, Progress
-from .report import LOCAL, GradeRow, add_notes, failure_page, summary, write_grades
+from . import course, records
+from .dispatch.pool import Pool, Progress
+from .intake.collect import Submission, collect, unpacking
+from .kernel import caches, isolation, resources
+from .results.flags import flag_notes, submission_flags
+from .results.gradebook import merge, prepare
+from .results.report import LOCAL, GradeRow, add_notes, failure_page, summary, write_grades
 
 __all__ = ["GradeRow", "GradingInterrupted", "Settings", "grade"]
 
@@ -123,7 +124,7 @@ def grade(submissions: Path, out: Path, *, jobs: int = 1, timeout: int | None = 
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1, got {jobs}")
     if scheduler is not None:
-        from .cluster import parse_scheduler
+        from .dispatch.cluster import parse_scheduler
 
         parse_scheduler(scheduler)   # a mistyped address fails before any work
     # Graded here, the sandbox must start here; on a cluster, each worker checks its own.
@@ -215,7 +216,7 @@ def _refresh_scores(out: Path, rows: dict[str, GradeRow]) -> None:
     course.ensure_tools_on_path()
     from nbgrader.api import Gradebook
 
-    from .worker import scores
+    from .dispatch.worker import scores
 
     with Gradebook(f"sqlite:///{out / 'gradebook.db'}", course.COURSE_ID) as gradebook:
         for row in graded:
@@ -251,7 +252,7 @@ def _run(todo: list, jobs: int, settings: Settings, out: Path, template: Path | 
     (out / "work").mkdir(parents=True, exist_ok=True)
     if scheduler is not None:
         if payloads:
-            from .cluster import grade_on_cluster
+            from .dispatch.cluster import grade_on_cluster
 
             found = grade_on_cluster(payloads, scheduler=scheduler, jobs=jobs,
                                      limit_s=settings.limit_s, done=finished,
@@ -282,8 +283,9 @@ def _finish(task: Task, result: records.Result, out: Path) -> GradeRow:
     work = Path(result.work)
     row = _base_row(task, out)
     row.status, row.notes = result.status, list(result.notes)
-    row.flags = task_flags(task.files, task.assignment,
-                           work / "autograded" / task.student / task.assignment)
+    row.flags = submission_flags(task.files, task.assignment,
+                                 work / "submitted" / task.student / task.assignment,
+                                 work / "autograded" / task.student / task.assignment)
     if result.status == "graded":
         for name in ("score", "max_score", "auto_score", "max_auto_score", "needs_manual_grade",
                      "questions"):

@@ -31,8 +31,8 @@ import pytest
 from chapters import REPO
 
 from autograder import records, samples
-from autograder.cluster import MAX_RETURN_BYTES, Cluster, parse_scheduler
-from autograder.isolation import find_bwrap
+from autograder.dispatch.cluster import MAX_RETURN_BYTES, Cluster, parse_scheduler
+from autograder.kernel.isolation import find_bwrap
 from autograder.samples.attacks import attack_notebook, attack_reports
 from autograder.samples.forgery import FORGERIES, forgery_notebook
 
@@ -126,11 +126,11 @@ def _below(worker: subprocess.Popen) -> dict[int, str]:
 
 
 def _busy_graders(worker: subprocess.Popen) -> list[list[str]]:
-    """For each grading process (autograder.worker) under ``worker`` that is running a
+    """For each grading process (autograder.dispatch.worker) under ``worker`` that is running a
     notebook, the command lines below it."""
     tree = _tree()
     graders = [pid for pid, (_, command) in tree.items()
-               if "-m autograder.worker" in command and _ancestor(worker.pid, pid, tree)]
+               if "-m autograder.dispatch.worker" in command and _ancestor(worker.pid, pid, tree)]
     below = [[command for child, (_, command) in tree.items() if _ancestor(pid, child, tree)]
              for pid in graders]
     return [commands for commands in below if any("ipykernel" in c for c in commands)]

@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 from chapters import REPO, SOLUTIONS
 
-from autograder import resources
-from autograder.feedback import hidden_test_lines
+from autograder.kernel import resources
+from autograder.results.feedback import hidden_test_lines
 from autograder.samples import CHAPTER, NOTEBOOK, notebook, solutions
 from autograder.samples.attacks import attack_reports
 from autograder.samples.forgery import (

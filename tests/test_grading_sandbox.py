@@ -27,8 +27,8 @@ from pathlib import Path
 import pytest
 from chapters import REPO, SOLUTIONS
 
-from autograder.feedback import hidden_test_lines
-from autograder.release import solution_lines
+from autograder.release.notebooks import solution_lines
+from autograder.results.feedback import hidden_test_lines
 from autograder.samples import CHAPTER, NOTEBOOK, notebook
 from autograder.samples.attacks import (
     SCRIPT_MARK,

@@ -1,4 +1,4 @@
-"""The grader's static review (autograder/integrity.py): every attack on the tests is flagged,
+"""The grader's static review (autograder/intake/review.py): every attack on the tests is flagged,
 and no honest solution or corpus submission of any chapter is."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from chapters import NOTEBOOKS, SOLUTIONS
 from test_autograde import CHAPTERS, CORPUS, _notebook_name, _solution_answers, _warning_answers
 from test_autograde import _with_answers as with_answers
 
-from autograder.integrity import review, runtime_flags
-from autograder.report import UNSURE
+from autograder.intake.review import UNSURE, review
+from autograder.results.flags import runtime_flags
 
 CHAPTER = "01_parameters"
 
@@ -267,7 +267,7 @@ def test_review_sentences_of_the_grader_are_flags_and_a_judged_cell_is_not_rerea
 def test_the_summary_lists_certain_and_review_flags_apart(tmp_path):
     """A flag whose rule honest code can also trip says so, and the summary lists it under a
     heading of its own, after the flags that only tampering raises."""
-    from autograder.report import GradeRow, certainty, summary
+    from autograder.results.report import GradeRow, certainty, summary
 
     release, source = _pair(CHAPTER)
     code = {"ada": "import sys\nsys.modules.pop('tinyprof.testing')\n",

@@ -30,7 +30,7 @@ On entry it also puts back test helpers the notebook rebound (``expect = lambda 
 and raises TamperingDetected when notebook code was planted in tinyprof, ``builtins``,
 ``sys.modules`` or IPython's hooks, or a module the set-up cell imported (``np``, ``tp``) was
 replaced. That check runs after the student's code and can be lied to; the grader's static
-review of the submitted cells (autograder/integrity.py) is the one an instructor relies on.
+review of the submitted cells (autograder/intake/review.py) is the one an instructor relies on.
 This module cannot be reassigned (``tinyprof.testing.expect = ...`` raises AttributeError).
 """
 
@@ -692,7 +692,7 @@ def reference_unavailable(*extra: str, namespace: dict | None = None) -> Any:
     when notebook code was planted in tinyprof, builtins, sys.modules or IPython's hooks.
     ``namespace`` is the notebook's (default: the caller's globals).
 
-    When the grader runs the test itself (autograder/judge.py), the block is opened in the
+    When the grader runs the test itself (autograder/run/judge.py), the block is opened in the
     student's kernel around the calls the test makes there, and nothing is switched off here."""
     judge = _JUDGE.get()
     return _Switch(extra, namespace, watch=True) if judge is None else judge.switch(extra)

@@ -1,10 +1,10 @@
 """Worker processes for grading, and a plain-text progress bar.
 
-Each worker is ``python -m autograder.worker`` in its own session, fed one task at a time over
-a pipe. A worker that exceeds the wall-clock limit of a submission is killed (its kernel dies
-with it, see launcher.py) and replaced; one that crashes, or dies before it takes its task, is
-replaced and the task retried once. If the grading process itself is killed, the workers
-receive SIGKILL from Linux (``PR_SET_PDEATHSIG``) and their kernels follow.
+Each worker is ``python -m autograder.dispatch.worker`` in its own session, fed one task at a
+time over a pipe. A worker that exceeds the wall-clock limit of a submission is killed (its
+kernel dies with it, see launcher.py) and replaced; one that crashes, or dies before it takes
+its task, is replaced and the task retried once. If the grading process itself is killed, the
+workers receive SIGKILL from Linux (``PR_SET_PDEATHSIG``) and their kernels follow.
 """
 
 from __future__ import annotations
@@ -20,18 +20,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, TextIO
 
-from . import course
-from .records import DIED_TWICE, RecordError, Result, Task
+from .. import course
+from ..records import DIED_TWICE, RecordError, Result, Task
 
 
 class Worker:
-    """One ``autograder.worker`` process and the task it is grading."""
+    """One ``autograder.dispatch.worker`` process and the task it is grading."""
 
     def __init__(self, log: Path):
         course.ensure_tools_on_path()
         self.log = open(log, "a", encoding="utf-8")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "autograder.worker", str(os.getpid())],
+            [sys.executable, "-m", "autograder.dispatch.worker", str(os.getpid())],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True,
             encoding="utf-8", cwd=course.REPO_ROOT, start_new_session=True)
         self.task: Task | None = None

@@ -2,9 +2,9 @@
 
 Dask (``distributed``) only carries the work; each submission is graded exactly as on one
 machine. On the worker, the Dask task hands the :class:`records.Task` line to a
-``python -m autograder.worker`` process (pool.Worker, kept for the next task), which grades it
-in its own mount namespace with the sandbox, limits and trusted verdicts of local grading. The
-worker shares no disk with the instructor's machine:
+``python -m autograder.dispatch.worker`` process (pool.Worker, kept for the next task),
+which grades it in its own mount namespace with the sandbox, limits and trusted verdicts of
+local grading. The worker shares no disk with the instructor's machine:
 
 - down, with each task (:class:`Shipment`): the handed-in files' bytes, the template gradebook,
   the released notebooks, and a fingerprint of the grader's code and the chapters' instructor
@@ -55,7 +55,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Callable, Iterator
 
-from . import caches, course, isolation, records, resources
+from .. import course, records
+from ..kernel import caches, isolation, resources
 from .pool import Worker
 
 #: Event topic on which a worker says it has started a submission (the progress bar).
@@ -96,7 +97,7 @@ def fingerprint(assignments: list[str]) -> str:
     """What must be the same on every machine that grades: the grader's code (autograder/)
     and the instructor notebooks of ``assignments`` (hidden tests, points)."""
     digest = hashlib.sha256(f"records {records.VERSION}".encode())
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parent.parent
     for path in sorted(package.rglob("*.py")):
         digest.update(path.relative_to(package).as_posix().encode())
         digest.update(path.read_bytes())
@@ -163,7 +164,8 @@ def _worker_name(worker) -> str:
 
 class _Run:
     """One grading run's state in one Dask worker process: its folder, ``jobs`` slots, the
-    graders (autograder.worker processes) that are idle, and whether this machine may grade."""
+    graders (autograder.dispatch.worker processes) that are idle, and whether this machine may
+    grade."""
 
     def __init__(self, run: str, jobs: int, root: Path):
         self.run, self.root = run, root

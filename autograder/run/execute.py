@@ -43,9 +43,9 @@ from nbformat import NotebookNode
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Float, Integer, List, Unicode
 
+from ..cells import DIED_ENAME, NOT_RUN_ENAME, TIMEOUT_ENAME, is_answer, is_test, source
+from ..kernel.sandbox import SandboxedKernelManager, describe_exit
 from .budget import OutputBudget
-from .cells import DIED_ENAME, NOT_RUN_ENAME, TIMEOUT_ENAME, is_answer, is_test, source
-from .sandbox import SandboxedKernelManager, describe_exit
 
 #: A wall-clock time-out with less than this share of the CPU limit used was the machine's.
 BUSY_SHARE = 0.5

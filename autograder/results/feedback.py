@@ -33,7 +33,7 @@ import nbformat
 from nbconvert.preprocessors import Preprocessor
 from traitlets import Integer, List, Unicode
 
-from .cells import is_test, marked_lines, source
+from ..cells import is_test, marked_lines, source
 
 REDACTED = "[grader: removed a line that quotes the hidden tests]"
 
