@@ -66,15 +66,16 @@ worker) or the sandbox around a student's kernel. Student code runs only in the 
 
 ``dispatch/``: who grades each submission. ``pool`` keeps ``--jobs`` ``worker`` processes on
 this machine (a worker lost mid-notebook is replaced and its submission tried once more); with
-``--scheduler``, ``cluster`` sends each submission to a Dask worker:
+``--scheduler``, ``cluster`` (in the grading parent) sends each submission to a Dask worker,
+where ``dask_worker`` hands it to a ``worker`` process of its own:
 
-- ``cluster``: each worker is probed before it gets work and refuses, naming the reason, when
-  its sandbox cannot start or its grader and chapters differ from the instructor's (a
-  fingerprint of both); each task carries its files and brings back the shard and pages as
-  size-capped bytes, which land only in that submission's folders; a submission merges once
-  however often a result for it arrives. *Threat*: rows graded without a sandbox or by other
-  tests on a misconfigured machine, a worker lost mid-notebook costing or doubling a grade, a
-  returned path escaping DIR.
+- ``cluster`` and ``dask_worker``: each worker is probed before it gets work and refuses,
+  naming the reason, when its sandbox cannot start or its grader and chapters differ from the
+  instructor's (a fingerprint of both); each task carries its files and brings back the shard
+  and pages as size-capped bytes, which land only in that submission's folders; a submission
+  merges once however often a result for it arrives. *Threat*: rows graded without a sandbox
+  or by other tests on a misconfigured machine, a worker lost mid-notebook costing or doubling
+  a grade, a returned path escaping DIR.
 
 ``results/``, partly in the grading worker (the submission's feedback page and notes), then in
 the grading parent as each result merges (flags, gradebook, ``grades.csv``):

@@ -28,13 +28,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from attacks import attack_notebook, attack_reports
 from chapters import REPO
+from forgery import FORGERIES, forgery_notebook
 
 from autograder import records, samples
-from autograder.dispatch.cluster import MAX_RETURN_BYTES, Cluster, parse_scheduler
+from autograder.dispatch.cluster import Cluster, parse_scheduler
+from autograder.dispatch.dask_worker import MAX_RETURN_BYTES
 from autograder.kernel.isolation import find_bwrap
-from autograder.samples.attacks import attack_notebook, attack_reports
-from autograder.samples.forgery import FORGERIES, forgery_notebook
 
 pytest.importorskip("distributed")
 try:

@@ -222,7 +222,7 @@ def test_a_dask_workers_grader_that_died_while_idle_is_replaced(one_task, tmp_pa
     """On a Dask worker, graders wait idle between submissions; one that died meanwhile (killed,
     out of memory) is replaced, and the submission graded by the new one."""
     pytest.importorskip("distributed")
-    from autograder.dispatch.cluster import _grade, _Run
+    from autograder.dispatch.dask_worker import _grade, _Run
 
     _, task = one_task
     state = _Run("test-run", jobs=1, root=tmp_path)

@@ -1,2 +1,2 @@
 """Who grades each submission: worker processes on this machine (``pool``, each running
-``worker``), or Dask workers (``cluster``)."""
+``worker``), or Dask workers (``cluster`` in the parent, ``dask_worker`` on each Dask worker)."""
