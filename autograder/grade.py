@@ -95,8 +95,9 @@ class GradingInterrupted(RuntimeError):
 
 
 @dataclass
-class Task:
-    """Everything graded for one student and assignment."""
+class StudentWork:
+    """Everything graded for one student and assignment: the files handed in for it (the
+    worker's own task, one line on its pipe, is records.Task)."""
 
     student: str
     assignment: str
@@ -163,15 +164,15 @@ def grade(submissions: Path, out: Path, *, jobs: int = 1, timeout: int | None = 
     return sorted(rows.values(), key=lambda r: (r.assignment, r.student)), problems
 
 
-def _plan(tasks: list[Task], journal: Journal, settings: Settings, specs: dict,
+def _plan(tasks: list[StudentWork], journal: Journal, settings: Settings, specs: dict,
           out: Path, again: set[str] = frozenset()
-          ) -> tuple[dict[str, GradeRow], list[tuple[Task, str]]]:
+          ) -> tuple[dict[str, GradeRow], list[tuple[StudentWork, str]]]:
     """Rows already settled (graded in an earlier run, or files that are not notebooks), and
     the tasks left to grade with their fingerprints. When ``again`` names students, only they
     are graded (again); the others keep their journal rows."""
     rows, todo = {}, []
     for task in tasks:
-        fingerprint = _fingerprint(task, settings)
+        fingerprint = _submission_fingerprint(task, settings)
         entry = journal.get(task.key)
         if again and task.student not in again:
             if entry:
@@ -224,11 +225,11 @@ def _refresh_scores(out: Path, rows: dict[str, GradeRow]) -> None:
                 setattr(row, name, value)
 
 
-def _tasks(found: list[Submission]) -> list[Task]:
+def _tasks(found: list[Submission]) -> list[StudentWork]:
     groups: dict[tuple[str, str], list[Submission]] = defaultdict(list)
     for sub in found:
         groups[sub.student, sub.assignment].append(sub)
-    return [Task(student, assignment, files)
+    return [StudentWork(student, assignment, files)
             for (student, assignment), files in sorted(groups.items())]
 
 
@@ -267,7 +268,7 @@ def _run(todo: list, jobs: int, settings: Settings, out: Path, template: Path | 
     pool.run(payloads)
 
 
-def _payload(task: Task, settings: Settings, out: Path, template: Path | None
+def _payload(task: StudentWork, settings: Settings, out: Path, template: Path | None
              ) -> records.Task:
     digest = hashlib.sha1(task.key.encode()).hexdigest()[:12]
     return records.Task(
@@ -278,7 +279,7 @@ def _payload(task: Task, settings: Settings, out: Path, template: Path | None
         wall_timeout=settings.wall_s, memory_mb=settings.memory_mb, sandbox=settings.sandbox)
 
 
-def _finish(task: Task, result: records.Result, out: Path) -> GradeRow:
+def _finish(task: StudentWork, result: records.Result, out: Path) -> GradeRow:
     """Merge a worker's result into the cohort: gradebook, files, feedback notes."""
     work = Path(result.work)
     row = _base_row(task, out)
@@ -309,7 +310,7 @@ def _finish(task: Task, result: records.Result, out: Path) -> GradeRow:
     return row
 
 
-def _unreadable(task: Task, specs: dict, out: Path) -> GradeRow:
+def _unreadable(task: StudentWork, specs: dict, out: Path) -> GradeRow:
     row = _base_row(task, out)
     row.status = "unreadable"
     row.notes = [n for f in task.files for n in f.notes] + [f.unreadable for f in task.files]
@@ -321,14 +322,14 @@ def _unreadable(task: Task, specs: dict, out: Path) -> GradeRow:
     return row
 
 
-def _base_row(task: Task, out: Path) -> GradeRow:
+def _base_row(task: StudentWork, out: Path) -> GradeRow:
     first = task.files[0]
     return GradeRow(task.student, task.assignment, lms_id=first.lms_id,
                     late=any(f.late for f in task.files),
                     submitted=", ".join(f.origin for f in task.files))
 
 
-def _page(out: Path, task: Task, notebook: str) -> Path:
+def _page(out: Path, task: StudentWork, notebook: str) -> Path:
     return out / "feedback" / task.student / task.assignment / (Path(notebook).stem + ".html")
 
 
@@ -339,8 +340,9 @@ def _replace_tree(source: Path, target: Path) -> None:
         shutil.move(str(source), str(target))
 
 
-def _fingerprint(task: Task, settings: Settings) -> str:
-    """Changes when a file, the chapter's instructor notebook or a setting changes."""
+def _submission_fingerprint(task: StudentWork, settings: Settings) -> str:
+    """The journal's key for a submission's grade (a re-run keeps a grade whose key is
+    unchanged): changes when a file, the chapter's instructor notebook or a setting changes."""
     digest = hashlib.sha256(json.dumps([VERSION, settings.timeout, settings.wall_s,
                                         settings.memory_mb, settings.sandbox]).encode())
     for f in sorted(task.files, key=lambda f: f.notebook):

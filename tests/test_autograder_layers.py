@@ -146,3 +146,14 @@ def test_launcher_needs_only_the_standard_library():
     roots |= {node.module.split(".")[0] for node in ast.walk(tree)
               if isinstance(node, ast.ImportFrom) and node.module}
     assert roots <= set(sys.stdlib_module_names) | {"__future__"}, roots
+
+
+def test_no_two_classes_share_a_name():
+    """A class name says which class it is anywhere in the grader (issue 34: two ``Task``)."""
+    where: dict[str, list[str]] = {}
+    for module, path in FILES.items():
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ClassDef):
+                where.setdefault(node.name, []).append(module)
+    shared = {name: modules for name, modules in where.items() if len(modules) > 1}
+    assert not shared, shared
