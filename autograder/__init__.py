@@ -64,10 +64,12 @@ worker) or the sandbox around a student's kernel. Student code runs only in the 
   here, and every output is read back at positions drawn after both sides ran. *Threat*: a
   patched clock, a slowed-down baseline, work hidden in the background, remembered outputs.
 
-``dispatch/``: who grades each submission. ``pool`` keeps ``--jobs`` ``worker`` processes on
-this machine (a worker lost mid-notebook is replaced and its submission tried once more); with
-``--scheduler``, ``cluster`` (in the grading parent) sends each submission to a Dask worker,
-where ``dask_worker`` hands it to a ``worker`` process of its own:
+``dispatch/``: who grades each submission, behind one protocol (``Dispatcher`` in ``contract``:
+``run`` the tasks, ``done`` called in the grading parent for each). ``pool`` keeps ``--jobs``
+``worker`` processes on this machine; with ``--scheduler``, ``cluster`` (in the grading parent)
+sends each submission to a Dask worker, where ``dask_worker`` hands it to a ``worker`` process
+of its own. Either way a grader lost mid-notebook is replaced and its submission tried once
+more, then reported (``contract.after_loss``):
 
 - ``cluster`` and ``dask_worker``: each worker is probed before it gets work and refuses,
   naming the reason, when its sandbox cannot start or its grader and chapters differ from the

@@ -35,12 +35,13 @@ from pathlib import Path
 from typing import Iterator
 
 from . import course, records
+from .dispatch.contract import Dispatcher, Done, Started
 from .dispatch.pool import Pool, Progress
 from .intake.collect import Submission, collect, unpacking
-from .kernel import caches, isolation, resources
+from .kernel import isolation, resources
 from .results.flags import flag_notes, submission_flags
 from .results.gradebook import merge, prepare
-from .results.report import LOCAL, GradeRow, add_notes, failure_page, summary, write_grades
+from .results.report import GradeRow, add_notes, failure_page, summary, write_grades
 
 __all__ = ["GradeRow", "GradingInterrupted", "Settings", "grade"]
 
@@ -238,8 +239,8 @@ def _run(todo: list, jobs: int, settings: Settings, out: Path, template: Path | 
          scheduler: str | None = None, problems: list[str] | None = None) -> None:
     by_key = {task.key: (task, fingerprint) for task, fingerprint in todo}
 
-    def finished(payload: records.Task, result: records.Result, worker: str = LOCAL,
-                 sandbox: str = isolation_used) -> None:
+    def finished(payload: records.Task, result: records.Result, worker: str,
+                 sandbox: str) -> None:
         task, fingerprint = by_key[payload.key]
         row = _finish(task, result, out)
         # The isolation is the grading machine's own; the limits are this run's, on every worker.
@@ -251,21 +252,22 @@ def _run(todo: list, jobs: int, settings: Settings, out: Path, template: Path | 
 
     payloads = [_payload(task, settings, out, template) for task, _ in todo]
     (out / "work").mkdir(parents=True, exist_ok=True)
-    if scheduler is not None:
-        if payloads:
-            from .dispatch.cluster import grade_on_cluster
+    dispatcher = _dispatcher(scheduler, jobs, settings, out, finished,
+                             lambda payload: bar.begin(payload.key), isolation_used)
+    found = dispatcher.run(payloads)
+    if problems is not None:
+        problems += found
 
-            found = grade_on_cluster(payloads, scheduler=scheduler, jobs=jobs,
-                                     limit_s=settings.limit_s, done=finished,
-                                     started=lambda p: bar.begin(p.key))
-            if problems is not None:
-                problems += found
-        return
-    if settings.sandbox and todo:   # once here, rather than in every kernel (caches.py)
-        caches.matplotlib_cache(out / "work" / "cache" / "matplotlib")
-    pool = Pool(jobs=jobs, logs=out / "work", limit_s=settings.limit_s, done=finished,
-                started=lambda payload: bar.begin(payload.key))
-    pool.run(payloads)
+
+def _dispatcher(scheduler: str | None, jobs: int, settings: Settings, out: Path, done: Done,
+                started: Started, isolation_used: str) -> Dispatcher:
+    """Worker processes of this machine, or with ``scheduler`` the Dask cluster there."""
+    if scheduler is not None:
+        from .dispatch.cluster import Cluster
+
+        return Cluster(None, scheduler, jobs, settings.limit_s, done, started)
+    return Pool(jobs=jobs, logs=out / "work", limit_s=settings.limit_s, done=done,
+                started=started, sandbox=isolation_used, font_cache=settings.sandbox)
 
 
 def _payload(task: StudentWork, settings: Settings, out: Path, template: Path | None

@@ -210,7 +210,7 @@ def test_a_worker_dead_before_it_takes_its_task_is_replaced(one_task, tmp_path, 
     task = replace(task, work=str(tmp_path / "task"))
     finished = []
     pool = _WorkersDie(deaths, jobs=1, logs=tmp_path, limit_s=300,
-                       done=lambda t, result: finished.append(result))
+                       done=lambda t, result, *_: finished.append(result))
     pool.run([task])
     assert [(r.status, r.auto_score) for r in finished] == [expected]
     assert pool._spawned == 2

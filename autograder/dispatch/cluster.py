@@ -50,9 +50,10 @@ from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
-from typing import Callable, Iterator
+from typing import Iterator
 
 from .. import records
+from .contract import Done, Started
 from .dask_worker import (
     MAX_RETURN_BYTES,
     STEPS,
@@ -137,16 +138,17 @@ class _Flight:
 
 @dataclass
 class Cluster:
-    """Grade ``records.Task`` payloads on the cluster behind ``client`` (a distributed.Client);
-    ``done(task, result, worker, sandbox)`` is called here once for each task."""
+    """Grade ``records.Task`` payloads on the cluster at ``scheduler`` (a contract.Dispatcher),
+    through ``client`` (a distributed.Client; None: connect in ``run``); ``done(task, result,
+    worker, sandbox)`` is called here once for each task."""
 
     client: object
     scheduler: str
     jobs: int
     limit_s: float
-    done: Callable[..., None]
-    started: Callable[[records.Task], None] = lambda task: None
-    run: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    done: Done
+    started: Started = lambda task: None
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     problems: list[str] = field(default_factory=list)
     _probed: dict[str, dict] = field(default_factory=dict)
     _alive: set[str] = field(default_factory=set)
@@ -156,10 +158,20 @@ class Cluster:
     _merged: set[str] = field(default_factory=set)
     _begun: set[str] = field(default_factory=set)
 
-    def grade(self, payloads: list[records.Task]) -> list[str]:
+    def run(self, payloads: list[records.Task]) -> list[str]:
         """Grade them all; return the problems (workers that refused, and why)."""
         if not payloads:
             return self.problems
+        if self.client is None:
+            with connect(self.scheduler, self.jobs) as client:
+                self.client = client
+                try:
+                    return self._run(payloads)
+                finally:
+                    self.client = None
+        return self._run(payloads)
+
+    def _run(self, payloads: list[records.Task]) -> list[str]:
         self._by_key = {p.key: p for p in payloads}
         self.assignments = tuple(sorted({p.assignment for p in payloads}))
         self.wanted = grader_fingerprint(list(self.assignments))
@@ -242,7 +254,7 @@ class Cluster:
                 and not self._probed[a]["refused"]]
 
     def _probe(self, addresses: list[str]) -> None:
-        answers = self._call(self.client.run, probe, self.run, self.wanted, self.assignments,
+        answers = self._call(self.client.run, probe, self.run_id, self.wanted, self.assignments,
                              self.sandbox, self.jobs, workers=addresses, on_error="return")
         for address in addresses:
             answer = answers.get(address)
@@ -277,7 +289,7 @@ class Cluster:
         handed_in = {name: Path(path).read_bytes() for name, path in payload.notebooks.items()}
         release = {name: (Path(payload.release) / payload.assignment / name).read_bytes()
                    for name in payload.notebooks}
-        shipment = Shipment(self.run, payload.to_line(), handed_in, release, self.template,
+        shipment = Shipment(self.run_id, payload.to_line(), handed_in, release, self.template,
                             self.wanted, self.assignments, self.jobs, self.limit_s,
                             payload.sandbox)
         # Once a worker has refused, tasks go only to those that may grade (strictly: Dask's
@@ -286,7 +298,7 @@ class Cluster:
         refused = any(answer["refused"] for answer in self._probed.values())
         allowed = frozenset(good) if refused else None
         flight = replace(flight, sent=flight.sent + 1, allowed=allowed)
-        key = f"tinyprof-{self.run}-{Path(payload.work).name}-{flight.sent}"
+        key = f"tinyprof-{self.run_id}-{Path(payload.work).name}-{flight.sent}"
         future = self._call(self.client.submit, grade_shipment, shipment, key=key, pure=False,
                             retries=0, workers=sorted(allowed) if allowed else None)
         return future, flight
@@ -306,7 +318,7 @@ class Cluster:
                 event = self._events.get_nowait()
             except queue.Empty:
                 return
-            if isinstance(event, dict) and event.get("run") == self.run \
+            if isinstance(event, dict) and event.get("run") == self.run_id \
                     and event.get("key") in self._by_key and event["key"] not in self._begun:
                 self._begun.add(event["key"])
                 self.started(self._by_key[event["key"]])
@@ -407,24 +419,15 @@ class Cluster:
             return
         try:
             self.client.cancel(futures)
-            self.client.run(end_run, self.run, on_error="ignore")
+            self.client.run(end_run, self.run_id, on_error="ignore")
         except Exception:  # noqa: BLE001 - best effort on the way out
             pass
 
     def _end(self) -> None:
         try:
-            self.client.run(end_run, self.run, on_error="ignore")
+            self.client.run(end_run, self.run_id, on_error="ignore")
         except Exception:  # noqa: BLE001 - the graders end with their workers anyway
             pass
 
 
-def grade_on_cluster(payloads: list[records.Task], *, scheduler: str, jobs: int, limit_s: float,
-                     done: Callable[..., None],
-                     started: Callable[[records.Task], None] = lambda task: None) -> list[str]:
-    """Grade ``payloads`` on the Dask cluster at ``scheduler``; ``done(task, result, worker,
-    sandbox)`` is called in this process once per task. Returns the cluster's problems."""
-    with connect(scheduler, jobs) as client:
-        return Cluster(client, scheduler, jobs, limit_s, done, started).grade(payloads)
-
-
-__all__ = ["Cluster", "ClusterError", "connect", "grade_on_cluster", "parse_scheduler"]
+__all__ = ["Cluster", "ClusterError", "connect", "parse_scheduler"]

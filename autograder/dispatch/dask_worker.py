@@ -15,9 +15,7 @@ from __future__ import annotations
 import concurrent.futures
 import hashlib
 import os
-import select
 import shutil
-import signal
 import threading
 import time
 import uuid
@@ -27,6 +25,7 @@ from pathlib import Path, PurePosixPath
 
 from .. import course, records
 from ..kernel import caches, isolation, resources
+from .contract import after_loss, timed_out
 from .pool import Worker
 
 #: Event topic on which a worker says it has started a submission (the progress bar).
@@ -163,10 +162,7 @@ class _Run:
         for grader in idle:
             grader.stop()
         for grader in busy:
-            try:
-                os.killpg(grader.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            grader.kill()
 
 
 def _verdict(wanted: str, assignments: tuple[str, ...], sandbox: bool) -> tuple[str, str]:
@@ -295,26 +291,27 @@ def _write_once(path: Path, data: bytes) -> None:
 
 
 def _grade(state: _Run, task: records.Task, limit_s: float) -> records.Result:
-    """pool.Pool's contract for one task: a grader crashed is replaced and the task tried once
-    more; one past ``limit_s`` is killed and the task timed out."""
-    for _ in range(2):
-        if state.stopped:
-            break
+    """One task as pool.Pool grades it (contract.py): a grader that dies holding it is replaced
+    and the task tried once more; one past ``limit_s`` is killed and the task timed out."""
+    while not state.stopped:
         grader = state.grader()
         try:
             grader.send(task)
-        except OSError:   # it died while idle (killed, out of memory): try a new one
+        except OSError:   # it died while idle (killed, out of memory)
             state.release(grader, keep=False)
-            continue
-        ready, _, _ = select.select([grader.process.stdout], [], [], limit_s)
-        if not ready:
-            state.release(grader, keep=False)
-            return records.Result(task.work, "timed out", [
-                f"grading took longer than {limit_s:.0f} s in all and was stopped"])
-        result = grader.receive()
-        state.release(grader, keep=result is not None)
+            result = None
+        else:
+            if not grader.ready(limit_s):
+                state.release(grader, keep=False)
+                return timed_out(task, limit_s)
+            result = grader.receive()
+            state.release(grader, keep=result is not None)
         if result is not None:
             return result
+        again = after_loss(task)
+        if isinstance(again, records.Result):
+            return again
+        task = again
     return records.Result(task.work, "not graded", [records.DIED_TWICE])
 
 
