@@ -252,6 +252,8 @@ def _run(todo: list, jobs: int, settings: Settings, out: Path, template: Path | 
 
     payloads = [_payload(task, settings, out, template) for task, _ in todo]
     (out / "work").mkdir(parents=True, exist_ok=True)
+    for payload in payloads:   # the review reads the worker's repaired copy from here: never
+        shutil.rmtree(payload.work, ignore_errors=True)   # one a killed earlier run left
     dispatcher = _dispatcher(scheduler, jobs, settings, out, finished,
                              lambda payload: bar.begin(payload.key), isolation_used)
     found = dispatcher.run(payloads)

@@ -231,6 +231,32 @@ def test_a_test_edited_by_the_student_is_not_reviewed_as_it_never_runs():
     assert review(notebook, release, source) == []
 
 
+def test_the_review_reads_the_copy_the_worker_repaired_without_repairing_again(tmp_path,
+                                                                             monkeypatch):
+    """A notebook is repaired once, by the grading worker (intake/repair.py); the parent's
+    review reads the worker's copy as it is, and repairs only a file no worker got to."""
+    import autograder.intake.review as static_review
+    from autograder.intake.repair import repair
+
+    release, source = _pair(CHAPTER)
+    notebook = with_answers(CHAPTER, {"linear_params": "import builtins\n" + ANSWER,
+                                      "test_linear_params": "import ctypes\n"})
+    expected = [str(f) for f in review(notebook, release, source)]
+    handed_in, repaired = tmp_path / "handed_in.ipynb", tmp_path / "repaired.ipynb"
+    handed_in.write_text(json.dumps(notebook))
+    repaired.write_text(json.dumps(repair(notebook, release, source)[0]))
+    calls = []
+    monkeypatch.setattr(static_review, "repair", lambda *args: calls.append(args) or
+                        repair(*args))
+    name = _notebook_name(CHAPTER)
+    found = static_review.review_file(handed_in, CHAPTER, name, repaired=repaired)
+    assert ([str(f) for f in found], calls) == (expected, [])
+    found = static_review.review_file(handed_in, CHAPTER, name, repaired=tmp_path / "none")
+    assert [str(f) for f in found] == expected and len(calls) == 1
+    assert expected == ["cell linear_params, line 1: imports builtins, which can rewrite the "
+                        "tests' environment"]
+
+
 def test_runtime_flags_are_read_from_the_graded_notebook():
     graded = {"cells": [
         {"cell_type": "code", "metadata": {"nbgrader": {"grade_id": "test_a"}}, "outputs": [
