@@ -4,32 +4,54 @@ Grading treats every submission as written by the cleverest student in the class
 sits at one stage, in one module, against named threats; a new defence goes where its threat
 can first be seen.
 
-Before the run, in the grading parent (never touched by student code):
+Layers, lowest first: a module imports only modules of its own layer and of the layers listed
+before it (tests/test_autograder_layers.py holds the code to this table):
 
-- ``intake``: every file is mapped to a student and chapter or reported; zip members that are
+    shared     cells, course, records      what every stage reads: cell kinds, the course's
+                                           folders and specs, the records a worker sends back
+    release    release/                    student notebooks, the student repository, home
+    intake     intake/                     submissions to students, repaired, reviewed
+    kernel     kernel/                     a student's kernel in its sandbox
+    run        run/                        one notebook run, its verdicts and speed tests
+    results    results/                    gradebook, flags, feedback, grades.csv, LMS export
+    dispatch   dispatch/                   who grades: local processes, or Dask workers
+    cohort     grade                       the whole cohort, in the grading parent
+    commands   __main__, demo, samples,    the command line, its sample cohort, nbgrader's
+               nbgrader_config             configuration of the course
+
+Each stage below names where it runs: the grading parent (``grade``, the one process that
+writes DIR), a grading worker (``dispatch.worker``, a process of ``--jobs``, here or on a Dask
+worker) or the sandbox around a student's kernel. Student code runs only in the sandbox.
+
+``intake/``, in the grading parent, before any run:
+
+- ``collect``: every file is mapped to a student and chapter or reported; zip members that are
   unsafe (absolute, ``..``, links, long names), damaged or oversized are skipped one by one; a
   notebook that is corrupt, huge, or nested deeper than ``MAX_DEPTH`` is one unreadable row.
   *Threat*: one poisoned file aborting or corrupting a cohort's grading.
-- ``repair``: test cells edited or deleted are restored from the release and the gradebook.
-  *Threat*: a student rewriting or removing the tests.
-- ``integrity``: a static review of every cell the student wrote (rebinding test helpers,
-  patching modules, computed attribute names, history, the kernel object, written modules,
-  tinyprof's private names). *Threat*: tampering that the run itself could hide.
 
-In the sandbox, around each kernel:
+``intake/`` again, in the grading worker, before the notebook runs, once per notebook:
+
+- ``repair``: test cells edited or deleted are restored from the release and the gradebook; the
+  worker grades the repaired copy (``submitted/`` of its work folder). *Threat*: a student
+  rewriting or removing the tests.
+
+``kernel/``, the sandbox around each kernel (started by the grading worker):
 
 - ``isolation`` (bubblewrap): no network, no host file but the environment read-only, a private
   scratch folder, its own process tree. *Threat*: reading solutions or other students' work,
   writing grades, reaching a neighbour's kernel, leaving processes behind.
-- ``launcher``: per-process rlimits, an unprivileged uid, a seccomp filter refusing user
-  namespaces, setns and kernel interfaces no chapter needs. *Threat*: fork bombs, huge files,
-  mounting file systems outside every limit.
+- ``launcher`` (runs inside the sandbox): per-process rlimits, an unprivileged uid, a seccomp
+  filter refusing user namespaces, setns and kernel interfaces no chapter needs. *Threat*: fork
+  bombs, huge files, mounting file systems outside every limit.
 - ``resources``: a control group per kernel (memory, processes, equal CPU weight, CPU time).
   *Threat*: a kernel whose children exceed ``--memory`` or slow its neighbour past its limit.
-- ``sandbox``: no descriptor of the grader's is inherited; the socket folder is a small tmpfs.
-  *Threat*: writing into the grader's log, filling the host's disk.
+- ``sandbox``: the kernel manager; no descriptor of the grader's is inherited; the socket folder
+  is a small tmpfs. *Threat*: writing into the grader's log, filling the host's disk.
+- ``caches`` (font caches made once, mounted read-only) and ``zmqpoll`` (the worker's poll of
+  the kernels' sockets) serve the others.
 
-While the notebook runs, in the grading worker:
+``run/``, in the grading worker, while the notebook runs:
 
 - ``execute``: CPU-time limits per cell with a wall-clock backstop; a lost kernel costs only
   its cell; the chapter's own cells are never dropped; an output budget per cell (``budget``).
@@ -42,26 +64,43 @@ While the notebook runs, in the grading worker:
   here, and every output is read back at positions drawn after both sides ran. *Threat*: a
   patched clock, a slowed-down baseline, work hidden in the background, remembered outputs.
 
-Across machines, with ``--scheduler`` (a Dask cluster):
+``dispatch/``: who grades each submission, behind one protocol (``Dispatcher`` in ``contract``:
+``run`` the tasks, ``done`` called in the grading parent for each). ``pool`` keeps ``--jobs``
+``worker`` processes on this machine; with ``--scheduler``, ``cluster`` (in the grading parent)
+sends each submission to a Dask worker, where ``dask_worker`` hands it to a ``worker`` process
+of its own. Either way a grader lost mid-notebook is replaced and its submission tried once
+more, then reported (``contract.after_loss``):
 
-- ``cluster``: each worker is probed before it gets work and refuses, naming the reason, when
-  its sandbox cannot start or its grader and chapters differ from the instructor's (a
-  fingerprint of both); each task carries its files and brings back the shard and pages as
-  size-capped bytes, which land only in that submission's folders; a submission merges once
-  however often a result for it arrives. *Threat*: rows graded without a sandbox or by other
-  tests on a misconfigured machine, a worker lost mid-notebook costing or doubling a grade, a
-  returned path escaping DIR.
+- ``cluster`` and ``dask_worker``: each worker is probed before it gets work and refuses,
+  naming the reason, when its sandbox cannot start or its grader and chapters differ from the
+  instructor's (a fingerprint of both); each task carries its files and brings back the shard
+  and pages as size-capped bytes, which land only in that submission's folders; a submission
+  merges once however often a result for it arrives. *Threat*: rows graded without a sandbox
+  or by other tests on a misconfigured machine, a worker lost mid-notebook costing or doubling
+  a grade, a returned path escaping DIR.
 
-After the run:
+``results/``, partly in the grading worker (the submission's feedback page and notes), then in
+the grading parent as each result merges (flags, gradebook, ``grades.csv``):
 
-- ``feedback``: the page shows the notebook as handed in and the grader's verdicts, never what
-  the kernel printed while graded, hidden tests removed, HTML sanitised. *Threat*: hidden tests
-  carried out through output, script in the page.
+- ``intake.review``, in the grading parent when the result merges (``results.flags``): a
+  static review of every cell the student wrote, in the copy the worker repaired (rebinding
+  test helpers, patching modules, computed attribute names, history, the kernel object,
+  written modules, tinyprof's private names). *Threat*: tampering that the run itself could
+  hide.
+- ``flags``: the review's findings, then what the hidden tests' runtime check and the grader's
+  own run left in the graded notebook; a flag is only ever added.
+- ``feedback`` (worker): the page shows the notebook as handed in and the grader's verdicts,
+  never what the kernel printed while graded, hidden tests removed, HTML sanitised; the
+  summary messages beside each exercise (``exercises``) pass the page's redaction. *Threat*:
+  hidden tests carried out through output, script in the page.
 - ``report``: spreadsheet formulas neutralised in ``grades.csv``; ``gradebook``: only the parent
   writes the cohort's gradebook. *Threat*: CSV injection, a forged gradebook.
 - ``export`` (a command of its own, after grading): a row not graded, timed out, unreadable or
   flagged never reaches the LMS as a number; ``lms`` fills only the chapter's cells of the LMS's
-  own file, every other byte kept; the summary messages beside each exercise (``exercises``)
-  pass the page's redaction. *Threat*: a score nobody reviewed landing in the gradebook, a
-  corrupted gradebook import, hidden tests carried out through a message.
+  own file, every other byte kept. *Threat*: a score nobody reviewed landing in the gradebook,
+  a corrupted gradebook import, hidden tests carried out through a message.
+
+``release/``, course tooling before any submission: ``notebooks`` makes the student notebooks
+from the solutions (no solution or hidden test leaks), ``publish`` writes the student
+repository, ``home`` reads the course's home from ``_config.yml``.
 """

@@ -82,8 +82,8 @@ def _export_parser(commands) -> None:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from .export import export
-    from .lms import SheetError
+    from .results.export import export
+    from .results.lms import SheetError
 
     try:
         report = export(args.graded, args.chapter, args.out, canvas=args.canvas,
@@ -98,7 +98,7 @@ def _export(args: argparse.Namespace) -> int:
 
 def warn_about_home() -> bool:
     """Print, on stderr, why the course's home is the wrong place for students (if it is)."""
-    from .home import home_warning
+    from .release.home import home_warning
 
     warning = home_warning()
     if warning:
@@ -110,7 +110,7 @@ def warn_about_home() -> bool:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.command == "home":
-        from .home import read_home
+        from .release.home import read_home
 
         home = read_home()
         print(f"course home: {home.url} (branch {home.branch})")
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0  # a warning, not a failure: CI builds the book from this repository
 
     if args.command == "release":
-        from .release import release
+        from .release.notebooks import release
 
         for path in release(args.assignments or None):
             shown = path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     if args.command == "publish":
-        from .publish import PublishLeakError, publish
+        from .release.publish import PublishLeakError, publish
 
         try:
             written = publish(args.out)

@@ -36,7 +36,7 @@ def demo(out: Path | None = None, jobs: int = 1, settings: Settings | None = Non
 
 def export_sample(out: Path, graded: Path):
     """Export the graded sample cohort into a Canvas gradebook export of it (OUT/export)."""
-    from .export import export
+    from .results.export import export
 
     gradebook = samples.write_canvas_gradebook(out / "canvas_gradebook.csv")
     return export(graded, samples.CHAPTER, out / "export", canvas=gradebook,

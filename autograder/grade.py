@@ -34,12 +34,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterator
 
-from . import caches, course, isolation, records, resources
-from .gradebook import merge, prepare
-from .intake import Submission, collect, unpacking
-from .integrity import flag_notes, task_flags
-from .pool import Pool, Progress
-from .report import LOCAL, GradeRow, add_notes, failure_page, summary, write_grades
+from . import course, records
+from .dispatch.contract import Dispatcher, Done, Started
+from .dispatch.pool import Pool, Progress
+from .intake.collect import Submission, collect, unpacking
+from .kernel import isolation, resources
+from .results.flags import flag_notes, submission_flags
+from .results.gradebook import merge, prepare
+from .results.report import GradeRow, add_notes, failure_page, summary, write_grades
 
 __all__ = ["GradeRow", "GradingInterrupted", "Settings", "grade"]
 
@@ -94,8 +96,9 @@ class GradingInterrupted(RuntimeError):
 
 
 @dataclass
-class Task:
-    """Everything graded for one student and assignment."""
+class StudentWork:
+    """Everything graded for one student and assignment: the files handed in for it (the
+    worker's own task, one line on its pipe, is records.Task)."""
 
     student: str
     assignment: str
@@ -123,7 +126,7 @@ def grade(submissions: Path, out: Path, *, jobs: int = 1, timeout: int | None = 
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1, got {jobs}")
     if scheduler is not None:
-        from .cluster import parse_scheduler
+        from .dispatch.cluster import parse_scheduler
 
         parse_scheduler(scheduler)   # a mistyped address fails before any work
     # Graded here, the sandbox must start here; on a cluster, each worker checks its own.
@@ -162,15 +165,15 @@ def grade(submissions: Path, out: Path, *, jobs: int = 1, timeout: int | None = 
     return sorted(rows.values(), key=lambda r: (r.assignment, r.student)), problems
 
 
-def _plan(tasks: list[Task], journal: Journal, settings: Settings, specs: dict,
+def _plan(tasks: list[StudentWork], journal: Journal, settings: Settings, specs: dict,
           out: Path, again: set[str] = frozenset()
-          ) -> tuple[dict[str, GradeRow], list[tuple[Task, str]]]:
+          ) -> tuple[dict[str, GradeRow], list[tuple[StudentWork, str]]]:
     """Rows already settled (graded in an earlier run, or files that are not notebooks), and
     the tasks left to grade with their fingerprints. When ``again`` names students, only they
     are graded (again); the others keep their journal rows."""
     rows, todo = {}, []
     for task in tasks:
-        fingerprint = _fingerprint(task, settings)
+        fingerprint = _submission_fingerprint(task, settings)
         entry = journal.get(task.key)
         if again and task.student not in again:
             if entry:
@@ -215,7 +218,7 @@ def _refresh_scores(out: Path, rows: dict[str, GradeRow]) -> None:
     course.ensure_tools_on_path()
     from nbgrader.api import Gradebook
 
-    from .worker import scores
+    from .dispatch.worker import scores
 
     with Gradebook(f"sqlite:///{out / 'gradebook.db'}", course.COURSE_ID) as gradebook:
         for row in graded:
@@ -223,11 +226,11 @@ def _refresh_scores(out: Path, rows: dict[str, GradeRow]) -> None:
                 setattr(row, name, value)
 
 
-def _tasks(found: list[Submission]) -> list[Task]:
+def _tasks(found: list[Submission]) -> list[StudentWork]:
     groups: dict[tuple[str, str], list[Submission]] = defaultdict(list)
     for sub in found:
         groups[sub.student, sub.assignment].append(sub)
-    return [Task(student, assignment, files)
+    return [StudentWork(student, assignment, files)
             for (student, assignment), files in sorted(groups.items())]
 
 
@@ -236,8 +239,8 @@ def _run(todo: list, jobs: int, settings: Settings, out: Path, template: Path | 
          scheduler: str | None = None, problems: list[str] | None = None) -> None:
     by_key = {task.key: (task, fingerprint) for task, fingerprint in todo}
 
-    def finished(payload: records.Task, result: records.Result, worker: str = LOCAL,
-                 sandbox: str = isolation_used) -> None:
+    def finished(payload: records.Task, result: records.Result, worker: str,
+                 sandbox: str) -> None:
         task, fingerprint = by_key[payload.key]
         row = _finish(task, result, out)
         # The isolation is the grading machine's own; the limits are this run's, on every worker.
@@ -249,24 +252,27 @@ def _run(todo: list, jobs: int, settings: Settings, out: Path, template: Path | 
 
     payloads = [_payload(task, settings, out, template) for task, _ in todo]
     (out / "work").mkdir(parents=True, exist_ok=True)
+    for payload in payloads:   # the review reads the worker's repaired copy from here: never
+        shutil.rmtree(payload.work, ignore_errors=True)   # one a killed earlier run left
+    dispatcher = _dispatcher(scheduler, jobs, settings, out, finished,
+                             lambda payload: bar.begin(payload.key), isolation_used)
+    found = dispatcher.run(payloads)
+    if problems is not None:
+        problems += found
+
+
+def _dispatcher(scheduler: str | None, jobs: int, settings: Settings, out: Path, done: Done,
+                started: Started, isolation_used: str) -> Dispatcher:
+    """Worker processes of this machine, or with ``scheduler`` the Dask cluster there."""
     if scheduler is not None:
-        if payloads:
-            from .cluster import grade_on_cluster
+        from .dispatch.cluster import Cluster
 
-            found = grade_on_cluster(payloads, scheduler=scheduler, jobs=jobs,
-                                     limit_s=settings.limit_s, done=finished,
-                                     started=lambda p: bar.begin(p.key))
-            if problems is not None:
-                problems += found
-        return
-    if settings.sandbox and todo:   # once here, rather than in every kernel (caches.py)
-        caches.matplotlib_cache(out / "work" / "cache" / "matplotlib")
-    pool = Pool(jobs=jobs, logs=out / "work", limit_s=settings.limit_s, done=finished,
-                started=lambda payload: bar.begin(payload.key))
-    pool.run(payloads)
+        return Cluster(None, scheduler, jobs, settings.limit_s, done, started)
+    return Pool(jobs=jobs, logs=out / "work", limit_s=settings.limit_s, done=done,
+                started=started, sandbox=isolation_used, font_cache=settings.sandbox)
 
 
-def _payload(task: Task, settings: Settings, out: Path, template: Path | None
+def _payload(task: StudentWork, settings: Settings, out: Path, template: Path | None
              ) -> records.Task:
     digest = hashlib.sha1(task.key.encode()).hexdigest()[:12]
     return records.Task(
@@ -277,13 +283,14 @@ def _payload(task: Task, settings: Settings, out: Path, template: Path | None
         wall_timeout=settings.wall_s, memory_mb=settings.memory_mb, sandbox=settings.sandbox)
 
 
-def _finish(task: Task, result: records.Result, out: Path) -> GradeRow:
+def _finish(task: StudentWork, result: records.Result, out: Path) -> GradeRow:
     """Merge a worker's result into the cohort: gradebook, files, feedback notes."""
     work = Path(result.work)
     row = _base_row(task, out)
     row.status, row.notes = result.status, list(result.notes)
-    row.flags = task_flags(task.files, task.assignment,
-                           work / "autograded" / task.student / task.assignment)
+    row.flags = submission_flags(task.files, task.assignment,
+                                 work / "submitted" / task.student / task.assignment,
+                                 work / "autograded" / task.student / task.assignment)
     if result.status == "graded":
         for name in ("score", "max_score", "auto_score", "max_auto_score", "needs_manual_grade",
                      "questions"):
@@ -307,7 +314,7 @@ def _finish(task: Task, result: records.Result, out: Path) -> GradeRow:
     return row
 
 
-def _unreadable(task: Task, specs: dict, out: Path) -> GradeRow:
+def _unreadable(task: StudentWork, specs: dict, out: Path) -> GradeRow:
     row = _base_row(task, out)
     row.status = "unreadable"
     row.notes = [n for f in task.files for n in f.notes] + [f.unreadable for f in task.files]
@@ -319,14 +326,14 @@ def _unreadable(task: Task, specs: dict, out: Path) -> GradeRow:
     return row
 
 
-def _base_row(task: Task, out: Path) -> GradeRow:
+def _base_row(task: StudentWork, out: Path) -> GradeRow:
     first = task.files[0]
     return GradeRow(task.student, task.assignment, lms_id=first.lms_id,
                     late=any(f.late for f in task.files),
                     submitted=", ".join(f.origin for f in task.files))
 
 
-def _page(out: Path, task: Task, notebook: str) -> Path:
+def _page(out: Path, task: StudentWork, notebook: str) -> Path:
     return out / "feedback" / task.student / task.assignment / (Path(notebook).stem + ".html")
 
 
@@ -337,8 +344,9 @@ def _replace_tree(source: Path, target: Path) -> None:
         shutil.move(str(source), str(target))
 
 
-def _fingerprint(task: Task, settings: Settings) -> str:
-    """Changes when a file, the chapter's instructor notebook or a setting changes."""
+def _submission_fingerprint(task: StudentWork, settings: Settings) -> str:
+    """The journal's key for a submission's grade (a re-run keeps a grade whose key is
+    unchanged): changes when a file, the chapter's instructor notebook or a setting changes."""
     digest = hashlib.sha256(json.dumps([VERSION, settings.timeout, settings.wall_s,
                                         settings.memory_mb, settings.sandbox]).encode())
     for f in sorted(task.files, key=lambda f: f.notebook):

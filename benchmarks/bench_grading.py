@@ -36,10 +36,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from autograder import course, samples  # noqa: E402
+from autograder.dispatch.worker import grade_task  # noqa: E402
 from autograder.grade import Settings, grade  # noqa: E402
-from autograder.gradebook import prepare  # noqa: E402
 from autograder.records import Task  # noqa: E402
-from autograder.worker import grade_task  # noqa: E402
+from autograder.results.gradebook import prepare  # noqa: E402
 
 
 def timed(action, *args, **kwargs) -> float:
@@ -52,7 +52,7 @@ def bare_nbclient(notebook: bytes, folder: Path, sandboxed: bool = False) -> Non
     import nbformat
     from nbclient import NotebookClient
 
-    from autograder.sandbox import SandboxedKernelManager
+    from autograder.kernel.sandbox import SandboxedKernelManager
 
     nb = nbformat.reads(notebook.decode(), as_version=4)
     extra = {"kernel_manager_class": SandboxedKernelManager} if sandboxed else {}
@@ -67,7 +67,7 @@ async def _kernel_life(folder: Path, sandboxed: bool) -> dict[str, float]:
     """Seconds each phase of one kernel's life took."""
     from jupyter_client.manager import AsyncKernelManager
 
-    from autograder.sandbox import SandboxedKernelManager
+    from autograder.kernel.sandbox import SandboxedKernelManager
 
     manager = (SandboxedKernelManager if sandboxed else AsyncKernelManager)(
         kernel_name="python3")

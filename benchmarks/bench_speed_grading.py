@@ -1,4 +1,4 @@
-"""Speed grading (autograder/speed.py), measured side by side with what a student measures.
+"""Speed grading (autograder/run/speed.py), measured side by side with what a student measures.
 
 Chapter 08's solution (its answer cells in the released notebook) is graded by the real
 ``grade()`` as a one-submission cohort, and run by a plain kernel (nbclient) that then times

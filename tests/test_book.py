@@ -12,8 +12,8 @@ import pytest
 import yaml
 from chapters import REPO, SOLUTIONS, build_book, solution_notebooks
 
-from autograder.home import read_home
-from autograder.release import BOOK_FOLD_TAG, is_test_cell, solution_lines
+from autograder.release.home import read_home
+from autograder.release.notebooks import BOOK_FOLD_TAG, is_test_cell, solution_lines
 
 TEXT_SUFFIXES = {".html", ".txt", ".ipynb", ".md", ".js", ".json", ".py"}
 

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from chapters import REPO
 
-from autograder.home import read_home
-from autograder.publish import secret_lines
+from autograder.release.home import read_home
+from autograder.release.publish import secret_lines
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")

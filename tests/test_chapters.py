@@ -13,7 +13,7 @@ import pytest
 from chapters import chapter_id, solution_notebooks, student_notebook
 
 from autograder import course
-from autograder.release import LeakError, check_no_leaks, release
+from autograder.release.notebooks import LeakError, check_no_leaks, release
 
 CHAPTERS = solution_notebooks()
 

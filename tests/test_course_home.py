@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.home import CourseHome, count_links, home_warning, point_at, read_home
+from autograder.release.home import CourseHome, count_links, home_warning, point_at, read_home
 
 REPO = Path(__file__).resolve().parent.parent
 OLD, NEW = "tinyprof/tinyprof", "someuni/prof-course"

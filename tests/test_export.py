@@ -1,4 +1,4 @@
-"""Grades and feedback back into the LMS (autograder/export.py, lms.py, exercises.py).
+"""Grades and feedback back into the LMS (autograder/results/export.py, lms.py, exercises.py).
 
 One real grading run (``python -m autograder grade``, real nbgrader in the sandbox) of a cohort
 named as the intake tests name theirs: Canvas file names (a late one, a re-submission, two
@@ -22,9 +22,9 @@ from chapters import REPO
 
 from autograder import samples
 from autograder.__main__ import main
-from autograder.exercises import exercise_names
-from autograder.export import export
-from autograder.lms import Sheet, SheetError
+from autograder.results.exercises import exercise_names
+from autograder.results.export import export
+from autograder.results.lms import Sheet, SheetError
 
 CHAPTER, NOTEBOOK = samples.CHAPTER, samples.NOTEBOOK
 FLAGGED = "import builtins\n"   # the static review flags it; the answers are right

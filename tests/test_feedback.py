@@ -1,6 +1,7 @@
-"""The feedback page's own sanitiser and exporter (autograder/feedback.py), on a small notebook:
-the chapter's prose is left as written and everything else is sanitised, and the exporter's
-caches (compiled templates, one code formatter per language) change no byte of a page."""
+"""The feedback page's own sanitiser and exporter (autograder/results/feedback.py), on a small
+notebook: the chapter's prose is left as written and everything else is sanitised, and the
+exporter's caches (compiled templates, one code formatter per language) change no byte of a
+page."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from nbconvert.exporters import HTMLExporter
 from nbconvert.preprocessors.sanitize import SanitizeHTML
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from autograder.feedback import FeedbackExporter, SanitizeStudentHTML, _Highlighter
+from autograder.results.feedback import FeedbackExporter, SanitizeStudentHTML, _Highlighter
 
 PROSE = "The chapter's own <video src='step.mp4'></video> demo."
 

@@ -213,7 +213,7 @@ def _leftovers(out: Path, parent: int) -> list[str]:
             command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             continue
-        if cwd.startswith(str(out)) or f"autograder.worker {parent}" in command:
+        if cwd.startswith(str(out)) or f"autograder.dispatch.worker {parent}" in command:
             found.append(f"{proc.name}: {command[:120]}")
     return found
 

@@ -28,13 +28,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from attacks import attack_notebook, attack_reports
 from chapters import REPO
+from forgery import FORGERIES, forgery_notebook
 
 from autograder import records, samples
-from autograder.cluster import MAX_RETURN_BYTES, Cluster, parse_scheduler
-from autograder.isolation import find_bwrap
-from autograder.samples.attacks import attack_notebook, attack_reports
-from autograder.samples.forgery import FORGERIES, forgery_notebook
+from autograder.dispatch.cluster import Cluster, parse_scheduler
+from autograder.dispatch.dask_worker import MAX_RETURN_BYTES
+from autograder.kernel.isolation import find_bwrap
 
 pytest.importorskip("distributed")
 try:
@@ -126,11 +127,11 @@ def _below(worker: subprocess.Popen) -> dict[int, str]:
 
 
 def _busy_graders(worker: subprocess.Popen) -> list[list[str]]:
-    """For each grading process (autograder.worker) under ``worker`` that is running a
+    """For each grading process (autograder.dispatch.worker) under ``worker`` that is running a
     notebook, the command lines below it."""
     tree = _tree()
     graders = [pid for pid, (_, command) in tree.items()
-               if "-m autograder.worker" in command and _ancestor(worker.pid, pid, tree)]
+               if "-m autograder.dispatch.worker" in command and _ancestor(worker.pid, pid, tree)]
     below = [[command for child, (_, command) in tree.items() if _ancestor(pid, child, tree)]
              for pid in graders]
     return [commands for commands in below if any("ipykernel" in c for c in commands)]

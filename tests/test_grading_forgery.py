@@ -1,7 +1,7 @@
 """Grades a student's code cannot forge (issue 19), through the real command and sandbox.
 
 One cohort of chapter 01, graded once with ``--jobs 2``: two honest classmates and every
-attack of autograder/samples/forgery.py. Hidden tests are decided by the grader (judge.py), so
+attack of tests/forgery.py. Hidden tests are decided by the grader (judge.py), so
 an attacker who patches ``math.isclose``, returns an object equal to everything, replaces its
 kernel's execution or answers the grader's requests itself gains no point; nothing the kernel
 writes reaches a feedback page; each kernel is held to its memory, processes and CPU share as a
@@ -22,19 +22,19 @@ import sys
 from pathlib import Path
 
 import pytest
+from attacks import attack_reports
 from chapters import REPO, SOLUTIONS
-
-from autograder import resources
-from autograder.feedback import hidden_test_lines
-from autograder.samples import CHAPTER, NOTEBOOK, notebook, solutions
-from autograder.samples.attacks import attack_reports
-from autograder.samples.forgery import (
+from forgery import (
     FD_MARK,
     FORGERIES,
     JS_LINK,
     deep_notebook,
     forgery_notebook,
 )
+
+from autograder.kernel import resources
+from autograder.results.feedback import hidden_test_lines
+from autograder.samples import CHAPTER, NOTEBOOK, notebook, solutions
 
 MEMORY_MB = 512
 HONEST = ("alice", "bob")

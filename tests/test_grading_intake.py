@@ -12,8 +12,8 @@ import pytest
 
 from autograder import samples
 from autograder.grade import Settings
-from autograder.intake import collect, read_notebook
-from autograder.repair import repair
+from autograder.intake.collect import collect, read_notebook
+from autograder.intake.repair import repair
 
 CHAPTER, NOTEBOOK = samples.CHAPTER, samples.NOTEBOOK
 

@@ -18,11 +18,12 @@ from pathlib import Path
 import pytest
 from chapters import REPO
 
-from autograder import isolation, samples
+from autograder import samples
+from autograder.dispatch.pool import Pool
 from autograder.grade import Settings, grade
-from autograder.gradebook import merge, prepare
-from autograder.pool import Pool
+from autograder.kernel import isolation
 from autograder.records import DIED_TWICE, Task
+from autograder.results.gradebook import merge, prepare
 
 
 def _cohort(root: Path, students: list[str]) -> Path:
@@ -109,7 +110,7 @@ def test_a_worker_killed_mid_submission_is_replaced_and_the_submission_graded(tm
     thread = threading.Thread(target=lambda: result.update(rows=grade(
         cohort, out, progress=False, settings=Settings(5, 512))[0]))
     thread.start()
-    mark = f"autograder.worker {os.getpid()}".encode()
+    mark = f"autograder.dispatch.worker {os.getpid()}".encode()
     killed = None
     while killed is None and thread.is_alive():
         for proc in Path("/proc").iterdir():
@@ -209,7 +210,7 @@ def test_a_worker_dead_before_it_takes_its_task_is_replaced(one_task, tmp_path, 
     task = replace(task, work=str(tmp_path / "task"))
     finished = []
     pool = _WorkersDie(deaths, jobs=1, logs=tmp_path, limit_s=300,
-                       done=lambda t, result: finished.append(result))
+                       done=lambda t, result, *_: finished.append(result))
     pool.run([task])
     assert [(r.status, r.auto_score) for r in finished] == [expected]
     assert pool._spawned == 2
@@ -221,7 +222,7 @@ def test_a_dask_workers_grader_that_died_while_idle_is_replaced(one_task, tmp_pa
     """On a Dask worker, graders wait idle between submissions; one that died meanwhile (killed,
     out of memory) is replaced, and the submission graded by the new one."""
     pytest.importorskip("distributed")
-    from autograder.cluster import _grade, _Run
+    from autograder.dispatch.dask_worker import _grade, _Run
 
     _, task = one_task
     state = _Run("test-run", jobs=1, root=tmp_path)
@@ -249,7 +250,7 @@ def _sandbox_ends(folder: Path, code: str, end) -> tuple[int | None, float, list
     control group 5 s later."""
     import asyncio
 
-    from autograder.sandbox import SandboxedKernelManager
+    from autograder.kernel.sandbox import SandboxedKernelManager
 
     async def run() -> tuple[int | None, float, list[int]]:
         kernel = SandboxedKernelManager(kernel_name="python3", memory_mb=512)

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from autograder import caches, resources, samples
+from autograder import samples
 from autograder.grade import Settings, grade
+from autograder.kernel import caches, resources
 
 pytestmark = pytest.mark.skipif(
     not Path("/usr/bin/bwrap").exists() and os.environ.get("CI") != "true",
@@ -104,7 +105,7 @@ def test_the_chapters_own_cell_is_never_dropped_and_the_student_never_given_zero
 
 async def _in_sandbox(scratch: Path, code: str, **manager) -> tuple[dict, str, object]:
     """Run ``code`` in a fresh sandboxed kernel; its reply, what it printed, its manager."""
-    from autograder.sandbox import SandboxedKernelManager
+    from autograder.kernel.sandbox import SandboxedKernelManager
 
     kernel = SandboxedKernelManager(kernel_name="python3", **manager)
     await kernel.start_kernel(cwd=str(scratch))

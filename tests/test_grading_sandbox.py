@@ -2,7 +2,7 @@
 
 Eight students of chapter 01, graded once with ``--jobs 2``: two honest classmates, one who
 handed in the blank notebook, and five
-attackers (autograder/samples/attacks.py) who answer everything correctly but first try, from
+attackers (tests/attacks.py) who answer everything correctly but first try, from
 their kernel, to change grades and the template, reach a neighbouring kernel, read solutions and
 other submissions, get out (write outside their folder, leave a process behind, use the
 network, write a huge file, fork without end, map 3 GB of shared memory) and run script in the
@@ -25,18 +25,18 @@ import time
 from pathlib import Path
 
 import pytest
-from chapters import REPO, SOLUTIONS
-
-from autograder.feedback import hidden_test_lines
-from autograder.release import solution_lines
-from autograder.samples import CHAPTER, NOTEBOOK, notebook
-from autograder.samples.attacks import (
+from attacks import (
     SCRIPT_MARK,
     SLEEPER,
     attack_notebook,
     attack_reports,
     honest_notebook,
 )
+from chapters import REPO, SOLUTIONS
+
+from autograder.release.notebooks import solution_lines
+from autograder.results.feedback import hidden_test_lines
+from autograder.samples import CHAPTER, NOTEBOOK, notebook
 
 MARKER = "tinyprof-escape-marker"
 ATTACKERS = ("grades", "neighbour", "read", "escape", "html")

@@ -9,7 +9,7 @@ from queue import Empty
 
 import pytest
 
-from autograder import zmqpoll
+from autograder.kernel import zmqpoll
 
 
 class MissedWakeUpSocket:

@@ -49,7 +49,7 @@ def test_every_public_name_and_submodule_resolves():
 
 
 def test_tinyprof_never_loads_dask():
-    """dask is the grader's (autograder/cluster.py): not the library's, nor the students'."""
+    """dask is the grader's (autograder/dispatch/): not the library's, nor the students'."""
     out = _run("import sys, tinyprof, tinyprof.testing\n"
                "for name in tinyprof.__all__: getattr(tinyprof, name)\n"
                "print(sorted(m for m in sys.modules if m.split('.')[0] in ('dask', "

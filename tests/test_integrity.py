@@ -1,4 +1,4 @@
-"""The grader's static review (autograder/integrity.py): every attack on the tests is flagged,
+"""The grader's static review (autograder/intake/review.py): every attack on the tests is flagged,
 and no honest solution or corpus submission of any chapter is."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from chapters import NOTEBOOKS, SOLUTIONS
 from test_autograde import CHAPTERS, CORPUS, _notebook_name, _solution_answers, _warning_answers
 from test_autograde import _with_answers as with_answers
 
-from autograder.integrity import review, runtime_flags
-from autograder.report import UNSURE
+from autograder.intake.review import UNSURE, review
+from autograder.results.flags import runtime_flags
 
 CHAPTER = "01_parameters"
 
@@ -231,6 +231,32 @@ def test_a_test_edited_by_the_student_is_not_reviewed_as_it_never_runs():
     assert review(notebook, release, source) == []
 
 
+def test_the_review_reads_the_copy_the_worker_repaired_without_repairing_again(tmp_path,
+                                                                             monkeypatch):
+    """A notebook is repaired once, by the grading worker (intake/repair.py); the parent's
+    review reads the worker's copy as it is, and repairs only a file no worker got to."""
+    import autograder.intake.review as static_review
+    from autograder.intake.repair import repair
+
+    release, source = _pair(CHAPTER)
+    notebook = with_answers(CHAPTER, {"linear_params": "import builtins\n" + ANSWER,
+                                      "test_linear_params": "import ctypes\n"})
+    expected = [str(f) for f in review(notebook, release, source)]
+    handed_in, repaired = tmp_path / "handed_in.ipynb", tmp_path / "repaired.ipynb"
+    handed_in.write_text(json.dumps(notebook))
+    repaired.write_text(json.dumps(repair(notebook, release, source)[0]))
+    calls = []
+    monkeypatch.setattr(static_review, "repair", lambda *args: calls.append(args) or
+                        repair(*args))
+    name = _notebook_name(CHAPTER)
+    found = static_review.review_file(handed_in, CHAPTER, name, repaired=repaired)
+    assert ([str(f) for f in found], calls) == (expected, [])
+    found = static_review.review_file(handed_in, CHAPTER, name, repaired=tmp_path / "none")
+    assert [str(f) for f in found] == expected and len(calls) == 1
+    assert expected == ["cell linear_params, line 1: imports builtins, which can rewrite the "
+                        "tests' environment"]
+
+
 def test_runtime_flags_are_read_from_the_graded_notebook():
     graded = {"cells": [
         {"cell_type": "code", "metadata": {"nbgrader": {"grade_id": "test_a"}}, "outputs": [
@@ -267,7 +293,7 @@ def test_review_sentences_of_the_grader_are_flags_and_a_judged_cell_is_not_rerea
 def test_the_summary_lists_certain_and_review_flags_apart(tmp_path):
     """A flag whose rule honest code can also trip says so, and the summary lists it under a
     heading of its own, after the flags that only tampering raises."""
-    from autograder.report import GradeRow, certainty, summary
+    from autograder.results.report import GradeRow, certainty, summary
 
     release, source = _pair(CHAPTER)
     code = {"ada": "import sys\nsys.modules.pop('tinyprof.testing')\n",

@@ -1,4 +1,4 @@
-"""The judge (autograder/judge.py) against a real kernel: test cells run in the grader, the
+"""The judge (autograder/run/judge.py) against a real kernel: test cells run in the grader, the
 kernel only answers with plain values, and nothing it does can decide a verdict.
 
 One ipykernel is started for the module (no sandbox: the protocol is what is tested here; the
@@ -11,7 +11,7 @@ import uuid
 import pytest
 from jupyter_client.manager import start_new_kernel
 
-from autograder.judge import DEFAULT_PRELUDE, OWN_CLASS, Judge, KernelError, _parse
+from autograder.run.judge import DEFAULT_PRELUDE, OWN_CLASS, Judge, KernelError, _parse
 from tinyprof.remote import COMM_TARGET
 
 PRELUDE = DEFAULT_PRELUDE + "\nfrom tinyprof.testing import reference_unavailable"

@@ -15,8 +15,8 @@ import pytest
 import yaml
 from chapters import REPO
 
-from autograder.home import read_home
-from autograder.publish import (
+from autograder.release.home import read_home
+from autograder.release.publish import (
     CHAPTER_OUTPUTS,
     INSTRUCTOR_PACKAGES,
     TORCH_CPU_INDEX,

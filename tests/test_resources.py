@@ -1,4 +1,4 @@
-"""Resources per kernel (autograder/resources.py): a control group holds all of a kernel's
+"""Resources per kernel (autograder/kernel/resources.py): a control group holds all of a kernel's
 processes together, its CPU time is measured, and without groups the grader says so."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from autograder import resources
-from autograder.report import GradeRow, summary
+from autograder.kernel import resources
+from autograder.results.report import GradeRow, summary
 
 SPIN = "import time\nend = time.process_time() + {s}\nwhile time.process_time() < end: pass\n"
 

@@ -117,10 +117,10 @@ def _round_times(candidate_block, candidate_rest, baseline_block, baseline_rest)
 
 
 def test_the_grader_charges_blocks_less_the_request_and_the_median_excess_of_the_rest():
-    """autograder.speed.charged: a block less the clean kernel's empty request (the tare), and
+    """autograder.run.speed.charged: a block less the clean kernel's empty request (the tare), and
     the candidate the median over rounds of its rest's excess over the clean kernel's, so that
     noise either way biases nothing while work moved out of most blocks is still charged."""
-    from autograder.speed import MIN_SECONDS, charged
+    from autograder.run.speed import MIN_SECONDS, charged
 
     noisy = [_round_times(0.020, 0.030 + d, 0.400, 0.030) for d in (-0.004, 0.004, -0.002,
                                                                      0.003, 0.0)]

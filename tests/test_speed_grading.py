@@ -1,4 +1,5 @@
-"""Speed graded outside the student's kernel (autograder/speed.py), against the cheats of issue 30.
+"""Speed graded outside the student's kernel (autograder/run/speed.py), against the cheats of
+issue 30.
 
 Each notebook defines ``fix``, a replacement for ``tinyprof.faster.slow_step`` (chapter 08's
 training step), and is run by the grader's real Execute preprocessor: its kernel in the
@@ -25,7 +26,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 from traitlets.config import Config
 
 from autograder import samples
-from autograder.execute import GraderExecute
+from autograder.run.execute import GraderExecute
 
 pytestmark = pytest.mark.skipif(
     not Path("/usr/bin/bwrap").exists() and os.environ.get("CI") != "true",

@@ -1,6 +1,6 @@
 """Stock nbgrader still grades every chapter (formgrader on JupyterHub, ``nbgrader autograde``):
 its own Execute preprocessor runs the test cells in the kernel, the way a student runs the
-visible tests. tinyprof's grader decides hidden tests outside the kernel (autograder/judge.py)
+visible tests. tinyprof's grader decides hidden tests outside the kernel (autograder/run/judge.py)
 from the same test cells, so the cells must work both ways: the instructor's solution scores
 full marks and the untouched release scores 0, through nbgrader's defaults alone."""
 
@@ -13,8 +13,8 @@ import pytest
 from chapters import NOTEBOOKS, SOLUTIONS
 
 from autograder import course
-from autograder.gradebook import prepare
-from autograder.worker import scores
+from autograder.dispatch.worker import scores
+from autograder.results.gradebook import prepare
 
 CHAPTERS = course.assignments()
 

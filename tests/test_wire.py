@@ -165,9 +165,9 @@ def test_a_frame_is_quoted_ascii_base64_of_the_answers_json():
 
 
 def test_both_sides_use_the_one_format():
-    """The kernel's side (tinyprof.remote) and the grader's (autograder/judge.py) hold no copy
+    """The kernel's side (tinyprof.remote) and the grader's (autograder/run/judge.py) hold no copy
     of it: their encode and decode are wire's."""
-    from autograder import judge
+    from autograder.run import judge
     from tinyprof import remote
 
     for module in (remote, judge):

@@ -1,7 +1,7 @@
 """The student's-kernel side of trusted grading: answer the grader's requests with plain values.
 
 When tinyprof's grader decides a hidden test's verdict, the test itself runs in the grader (the
-judge, ``autograder/judge.py``); the kernel only runs the student's code on the test's inputs.
+judge, ``autograder/run/judge.py``); the kernel only runs the student's code on the test's inputs.
 Each request is one expression the grader has the kernel evaluate as a ``user_expressions``
 entry of an otherwise empty, silent execute request (outside the notebook's history, with no
 output to wait for)::

@@ -8,10 +8,10 @@ forgetting the bias).
 ``expect_faster(candidate, baseline, make_inputs, at_least)`` grades a speed-up: the candidate
 and the baseline run in interleaved rounds on fresh inputs, every output is checked against the
 baseline's, and the test passes when the 95 % interval's lower bound reaches ``at_least``. Under
-tinyprof's grader each side runs in its own kernel and is timed from outside (autograder/
+tinyprof's grader each side runs in its own kernel and is timed from outside (autograder/run/
 speed.py); elsewhere (a plain kernel, stock nbgrader) it is measured here.
 
-A grader that runs the test cells itself, outside the student's kernel (autograder/judge.py),
+A grader that runs the test cells itself, outside the student's kernel (autograder/run/judge.py),
 does so within ``judged_by(judge)``: there ``expect_faster`` above and ``reference_unavailable``
 below leave their work to the judge (:class:`Judging`: ``switch`` and ``measure_speed``).
 
@@ -34,7 +34,7 @@ On entry it also puts back test helpers the notebook rebound (``expect = lambda 
 and raises TamperingDetected when notebook code was planted in tinyprof, ``builtins``,
 ``sys.modules`` or IPython's hooks, or a module the set-up cell imported (``np``, ``tp``) was
 replaced. That check runs after the student's code and can be lied to; the grader's static
-review of the submitted cells (autograder/integrity.py) is the one an instructor relies on.
+review of the submitted cells (autograder/intake/review.py) is the one an instructor relies on.
 This module cannot be reassigned (``tinyprof.testing.expect = ...`` raises AttributeError).
 """
 
@@ -78,7 +78,7 @@ _THIS_FILE = os.path.abspath(__file__)
 
 
 class Judging(Protocol):
-    """What a grader that runs the test cells itself (autograder/judge.py's ``Judge``) offers
+    """What a grader that runs the test cells itself (autograder/run/judge.py's ``Judge``) offers
     the helpers while it judges (:func:`judged_by`): the test runs in the grader, the
     student's code in the student's kernel."""
 
@@ -734,9 +734,9 @@ def reference_unavailable(*extra: str, namespace: dict | None = None) -> Any:
     when notebook code was planted in tinyprof, builtins, sys.modules or IPython's hooks.
     ``namespace`` is the notebook's (default: the caller's globals).
 
-    When the grader runs the test itself (autograder/judge.py, :func:`judged_by`), the block
-    is opened in the student's kernel around the calls the test makes there, and nothing is
-    switched off here."""
+    When the grader runs the test itself (autograder/run/judge.py, :func:`judged_by`), the
+    block is opened in the student's kernel around the calls the test makes there, and nothing
+    is switched off here."""
     judge = _JUDGE.get()
     return _Switch(extra, namespace, watch=True) if judge is None else judge.switch(extra)
 

@@ -1,6 +1,6 @@
 """The grader's wire: the format of the student's kernel's answers, for both sides.
 
-The grader (``autograder/judge.py``) runs a hidden test and asks the student's kernel
+The grader (``autograder/run/judge.py``) runs a hidden test and asks the student's kernel
 (:mod:`tinyprof.remote`) to read an attribute or call a function; this module is the one
 definition of what comes back. The kernel encodes (:func:`encode`, :func:`frame`); the grader
 decodes (:func:`unframe`, :func:`decode`). It lives in tinyprof because the student's kernel

@@ -216,7 +216,7 @@ def write_canvas_gradebook(path: Path) -> Path:
     """A Canvas gradebook export for the sample cohort (Canvas's layout: UTF-8 with a byte-order
     mark, CRLF, a "Points Possible" row), with a row for every Canvas user who handed something
     in and one who never did; the demo exports into it. Returns ``path``."""
-    from ..intake import CANVAS
+    from ..intake.collect import CANVAS
 
     users = {}
     for sample in SAMPLES:

@@ -65,7 +65,7 @@ def count_model_parameters(model):
 }
 
 #: Honest idioms a student may write in this chapter, each as a cell of its own: none may be
-#: flagged by the static review (autograder/integrity.py).
+#: flagged by the static review (autograder/intake/review.py).
 HONEST = {
     "autoreload": "%load_ext autoreload\n%autoreload 2\n",
     "setattr in __init__": """

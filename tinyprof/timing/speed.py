@@ -21,7 +21,7 @@ block lasts :data:`BLOCK_SECONDS`, at most :data:`MAX_CALLS`, and no more than k
 baseline's share of the whole measurement within :data:`BASELINE_BUDGET_SECONDS`.
 
 The autograder measures the same way, with each function in its own kernel and each block timed
-by that kernel's CPU time read from outside it (``autograder/speed.py``); a :class:`Speedup` is
+by that kernel's CPU time read from outside it (``autograder/run/speed.py``); a :class:`Speedup` is
 the record both produce, and :meth:`Speedup.tier_line` the sentence both print.
 """
 

@@ -34,9 +34,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import course, lms
+from .. import course
+from ..intake.collect import CANVAS, MOODLE_DIR, MOODLE_FILE
+from . import lms
 from .exercises import outcomes, summary_lines
-from .intake import CANVAS, MOODLE_DIR, MOODLE_FILE
 from .report import BASE_COLUMNS, EXTRA_COLUMNS, FORMULA_STARTS, GradeRow, inert
 
 #: Statuses whose score an instructor must see before it is exported (--include-flagged).

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cells import grade_id, is_test, kind, nbgrader_meta, source
+from ..cells import grade_id, is_test, kind, nbgrader_meta, source
 
 #: Characters of a message shown beside a score (the page below has the whole cell).
 MAX_MESSAGE = 300

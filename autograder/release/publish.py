@@ -26,10 +26,10 @@ import re
 import shutil
 from pathlib import Path
 
-from . import course
-from .cells import marked_lines, source
+from .. import course
+from ..cells import marked_lines, source
 from .home import point_at, read_home
-from .release import MARKERS, release
+from .notebooks import MARKERS, release
 
 #: Packages a student needs to run every chapter (Binder installs these; versions as the
 #: course's own requirements.txt). The digits of chapter 6 ship inside tinyprof. Chapter 7 runs

@@ -7,8 +7,8 @@ a copy of the template, so its assignment and cell rows carry the same ids as th
 the parent can merge the result (see gradebook.merge). Nothing here writes outside the work
 folder, so any number of workers can run at once.
 
-``python -m autograder.worker PARENT_PID`` reads tasks from stdin and answers each with one line
-of JSON on stdout.
+``python -m autograder.dispatch.worker PARENT_PID`` reads tasks from stdin and answers each
+with one line of JSON on stdout.
 """
 
 from __future__ import annotations
@@ -25,14 +25,15 @@ import warnings
 from dataclasses import replace
 from pathlib import Path
 
-from . import caches, course, isolation, zmqpoll
-from .exercises import name_summary
-from .feedback import configure_feedback, defang_links, redactor
-from .intake import read_notebook
-from .launcher import die_with_parent
-from .records import Result, Task
-from .repair import repair
-from .report import cell_notes
+from .. import course
+from ..intake.collect import read_notebook
+from ..intake.repair import repair
+from ..kernel import caches, isolation, zmqpoll
+from ..kernel.launcher import die_with_parent
+from ..records import Result, Task
+from ..results.exercises import name_summary
+from ..results.feedback import configure_feedback, defang_links, redactor
+from ..results.report import cell_notes
 
 
 def configure(work: Path, timeout: int, memory_mb: int, isolate: bool = True,
@@ -49,7 +50,7 @@ def configure(work: Path, timeout: int, memory_mb: int, isolate: bool = True,
         SaveAutoGrades,
     )
 
-    from .execute import GraderExecute
+    from ..run.execute import GraderExecute
 
     config = course.load_config(root=str(work), source_directory=str(course.SOLUTIONS),
                                 db_url=f"sqlite:///{work / 'gradebook.db'}")

@@ -44,7 +44,7 @@ from nbconvert.preprocessors import Preprocessor
 from nbconvert.preprocessors.sanitize import SanitizeHTML
 from traitlets import Integer, List, Unicode
 
-from .cells import is_test, marked_lines, source
+from ..cells import is_test, marked_lines, source
 
 REDACTED = "[grader: removed a line that quotes the hidden tests]"
 

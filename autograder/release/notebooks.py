@@ -1,7 +1,7 @@
 """``python -m autograder release``: regenerate notebooks/ from solutions/ with nbgrader.
 
 First every course link in the sources is pointed at the course's home, the repository set in
-``_config.yml`` (:mod:`autograder.home`). The result is byte-for-byte reproducible. A
+``_config.yml`` (:mod:`autograder.release.home`). The result is byte-for-byte reproducible. A
 throwaway gradebook is used, so nothing else is written outside notebooks/. Afterwards every
 autograded test cell is tagged ``hide-input`` (the book folds it away behind a "show" toggle; a
 notebook shows it as always), and every student notebook is checked for solution code and hidden
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import nbformat
 
-from . import course
-from .cells import grade_id, marked_lines
+from .. import course
+from ..cells import grade_id, marked_lines
 from .home import apply_home
 
 #: The tag that folds a cell's code in the book (myst-nb): the visible tests with their hint

@@ -52,8 +52,8 @@ class SandboxedKernelManager(AsyncKernelManager):
     signal would reach bwrap, not the kernel). Its working folder is an empty private tmpfs at
     the path the grader asked for."""
 
-    client_class = "autograder.sandbox.GuardedKernelClient"
-    client_factory = Type(klass="autograder.sandbox.GuardedKernelClient")
+    client_class = "autograder.kernel.sandbox.GuardedKernelClient"
+    client_factory = Type(klass="autograder.kernel.sandbox.GuardedKernelClient")
     memory_mb = Integer(2048, help="Kernel data-segment limit in MB (0: none)").tag(config=True)
     isolate = Bool(True, help="Run the kernel in a bubblewrap sandbox").tag(config=True)
     font_cache = List(Unicode(), help="matplotlib font cache files (caches.py) each sandbox "

@@ -1,10 +1,11 @@
 """Flag submissions that tamper with the tests, for the instructor to review.
 
-The grading parent reads each submitted notebook and reviews, with Python's ``ast``, every code
-cell that will run and that the student wrote or changed (test cells are restored from the
-release before grading, and unchanged instructor cells are the instructor's). This review never
-runs student code, so nothing in the kernel can influence it: it is the check an instructor
-relies on. A submission is flagged when a cell
+The grading parent reviews, with Python's ``ast``, when a worker's result merges, every code
+cell of the notebook as graded that will run and that the student wrote or changed: the copy
+the worker repaired (repair.py: test cells restored from the release) is reviewed as it is, so
+that each notebook is repaired once; unchanged instructor cells are the instructor's. This
+review never runs student code, so nothing in the kernel can influence it: it is the check an
+instructor relies on. A submission is flagged when a cell
 
 - rebinds a name the test cells use (``expect``, ``np``, ``tp``, ``int``, a helper the chapter
   defines) at module level, other than by repeating the instructor's own statement;
@@ -33,15 +34,15 @@ A method that builds or sets its own object (``__init__``, ``__post_init__``, ``
 ``self.__dict__.update(...)``, ``object.__setattr__(self, ...)``); calling such a method on
 another object (``Cls.__init__(module, ...)``) is flagged instead. Where a rule cannot tell
 tampering from honest code (a computed ``setattr`` on an object of unknown kind, a write to
-the namespace of an unknown object), its flag ends with ``report.UNSURE`` and the summary lists
+the namespace of an unknown object), its flag ends with ``UNSURE`` and the summary lists
 it under "review", apart from the certain ones. The honest idioms of ``tests/corpus`` raise no
 flag of either kind.
 
 The hidden tests add a runtime check (tinyprof.testing): helpers the notebook rebound are put
 back and announced with ``tinyprof.testing.MARK`` on stdout, and notebook code planted where
 the tests look raises TamperingDetected. Both are read back from the graded notebook as flags
-too; since that check runs after the student's code, it can be defeated, and only ever adds
-flags, never clears one.
+too (results/flags.py); since that check runs after the student's code, it can be defeated,
+and only ever adds flags, never clears one.
 """
 
 from __future__ import annotations
@@ -53,12 +54,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from . import course
-from .cells import grade_id, is_answer, is_test
-from .cells import source as _source
+from .. import course
+from ..cells import grade_id, is_answer, is_test
+from ..cells import source as _source
 from .repair import repair
-from .report import UNSURE
 
+#: Ends a flag that honest code can raise too (a rule here cannot tell the two apart): the
+#: summary (report.certainty) lists such flags apart from the certain ones.
+UNSURE = " [review: honest code can do this too]"
 HELPERS = frozenset({"expect", "reference_unavailable", "ReferenceUnavailable",
                      "TamperingDetected"})
 SYS_HOOKS = frozenset({"modules", "meta_path", "path_hooks", "path_importer_cache",
@@ -105,7 +108,6 @@ REFLECTION = frozenset({"__code__", "__globals__", "__closure__", "__defaults__"
 WRITERS = frozenset({"update", "setdefault", "pop", "popitem", "clear", "__setitem__",
                      "__delitem__"})
 FRAMES = frozenset({"currentframe", "stack", "getouterframes", "getinnerframes", "trace"})
-RUNTIME_ERROR = "TamperingDetected"
 #: IPython's names for the notebook's input and output history.
 HISTORY = frozenset({"In", "Out", "_ih", "_oh", "_i", "_ii", "_iii", "_dh", "_exit_code"})
 #: Attributes of the IPython and ipykernel modules a notebook may use.
@@ -135,21 +137,34 @@ class _Context:
     statements: set[str]      # ast dumps of the instructor's top-level statements
 
 
-def review_file(path: Path, assignment: str, notebook: str) -> list[Finding]:
-    """Review one submitted file against its chapter's release and instructor notebook."""
-    from .intake import read_notebook
+def review_file(path: Path, assignment: str, notebook: str,
+                repaired: Path | None = None) -> list[Finding]:
+    """Review one submitted file against its chapter's release and instructor notebook.
 
+    ``repaired``: the notebook as the worker repaired it for grading (``submitted/`` of its
+    work folder), reviewed as it is so that a notebook is repaired once; when the worker never
+    wrote it (lost before it started), the handed-in file at ``path`` is repaired here."""
+    from .collect import read_notebook
+
+    release = _load(course.NOTEBOOKS / assignment / notebook)
+    source = _load(course.SOLUTIONS / assignment / notebook)
+    if repaired is not None and repaired.is_file():
+        return review_repaired(_load(repaired), release, source)
     submitted, _ = read_notebook(Path(path))
     if submitted is None:
         return []
-    release = _load(course.NOTEBOOKS / assignment / notebook)
-    source = _load(course.SOLUTIONS / assignment / notebook)
     return review(submitted, release, source)
 
 
 def review(submitted: dict, release: dict, source: dict) -> list[Finding]:
-    """Findings for every cell of ``submitted`` that will run and is not the instructor's."""
+    """Findings for every cell of ``submitted`` that will run and is not the instructor's
+    (test cells first put back from the release, as grading does: repair.py)."""
     graded, _ = repair(submitted, release, source)
+    return review_repaired(graded, release, source)
+
+
+def review_repaired(graded: dict, release: dict, source: dict) -> list[Finding]:
+    """:func:`review` of a notebook that ``repair`` already made ready for grading."""
     context = _context(source, release)
     instructor = {_normal(_source(c)) for c in release["cells"] + source["cells"]}
     findings: list[Finding] = []
@@ -163,65 +178,10 @@ def review(submitted: dict, release: dict, source: dict) -> list[Finding]:
         aliases.learn(tree)
         if _normal(_source(cell)) in instructor:
             continue
-        label = _label(cell, number)
+        label = cell_label(cell, number)
         findings += [Finding(label, line, what, sure)
                      for line, what, sure in _Review(context, aliases).run(tree)]
     return findings
-
-
-def runtime_flags(autograded: dict) -> list[str]:
-    """What the hidden tests' runtime check reported in a graded notebook, one flag per
-    message with the cells it came from."""
-    from tinyprof.testing import MARK
-
-    cells: dict[str, list[str]] = {}
-    for number, cell in enumerate(autograded.get("cells", []), 1):
-        record = cell.get("metadata", {}).get("tinyprof", {})
-        record = record if isinstance(record, dict) else {}
-        review = [str(line) for line in record.get("review", []) if isinstance(line, str)]
-        for message in review:   # the grader's own sentences (execute.py, judge.py)
-            label = _label(cell, number).removeprefix("cell ")
-            if label not in cells.setdefault(message, []):
-                cells[message].append(label)
-        if "verdict" in record:   # decided by the judge: the kernel's outputs are not evidence
-            continue
-        for output in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
-            found = []
-            if output.get("output_type") == "error" and output.get("ename") == RUNTIME_ERROR:
-                evalue = str(output.get("evalue", "")).split(". This submission is flagged")[0]
-                found.append(f"the hidden tests' runtime check found tampering: {evalue}")
-            text = output.get("text", "")
-            text = "".join(text) if isinstance(text, list) else str(text)
-            found += [f"the hidden tests' runtime check: {line[len(MARK):].strip()}"
-                      for line in text.splitlines() if line.startswith(MARK)]
-            for message in found:
-                label = _label(cell, number).removeprefix("cell ")
-                if label not in cells.setdefault(message, []):
-                    cells[message].append(label)
-    return [f"{'cells' if len(labels) > 1 else 'cell'} {', '.join(labels)}: {message}"
-            for message, labels in cells.items()]
-
-
-def task_flags(files: list, assignment: str, autograded: Path) -> list[str]:
-    """Flags for one student's task: the static review of each submitted file (intake
-    Submissions), then what the runtime check printed in the graded notebooks."""
-    flags = []
-    for f in files:
-        if f.unreadable is not None:
-            continue
-        try:
-            flags += [str(finding) for finding in review_file(f.path, assignment, f.notebook)]
-        except Exception as err:  # noqa: BLE001 - a notebook that breaks the review is suspect
-            flags.append(f"{f.notebook}: the static review could not read it ({err!r}); "
-                         "review it by hand")
-    for path in sorted(Path(autograded).glob("*.ipynb")):
-        flags += runtime_flags(_load(path))
-    return flags
-
-
-def flag_notes(flags: list[str]) -> list[str]:
-    """The sentences a feedback page and the summary show for a flagged submission."""
-    return [f"FLAGGED for the instructor to review: {flag}" for flag in flags]
 
 
 # --- reading the instructor's notebook -------------------------------------------------------
@@ -766,7 +726,7 @@ def _normal(text: str) -> str:
     return "\n".join(line.rstrip() for line in text.strip().splitlines())
 
 
-def _label(cell: dict, number: int) -> str:
+def cell_label(cell: dict, number: int) -> str:
     found = grade_id(cell)
     return f"cell {found}" if found else f"cell {number}"
 

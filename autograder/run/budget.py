@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from nbformat import NotebookNode
 
-from .cells import DROPPED_MARK
+from ..cells import DROPPED_MARK
 
 
 @dataclass

@@ -10,13 +10,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .cells import DIED_ENAME, DROPPED_MARK, NOT_RUN_ENAME, TIMEOUT_ENAME, kind, nbgrader_meta
+from ..cells import DIED_ENAME, DROPPED_MARK, NOT_RUN_ENAME, TIMEOUT_ENAME, kind, nbgrader_meta
+from ..intake.review import UNSURE
 
 BASE_COLUMNS = ["student", "assignment", "score", "max_score", "auto_score", "max_auto_score",
                 "needs_manual_grade", "status"]
-#: Ends a flag that honest code can raise too (the static review's rule cannot tell the two
-#: apart, integrity.py): the summary lists such flags apart from the certain ones.
-UNSURE = " [review: honest code can do this too]"
 EXTRA_COLUMNS = ["lms_id", "late", "submitted", "flagged", "sandbox", "worker", "notes"]
 #: The ``worker`` of a submission graded by this machine's own worker processes (``--jobs``).
 LOCAL = "local"
@@ -39,7 +37,7 @@ class GradeRow:
     late: bool = False
     submitted: str = ""
     notes: list[str] = field(default_factory=list)
-    flags: list[str] = field(default_factory=list)  # reasons to review it (integrity.py)
+    flags: list[str] = field(default_factory=list)  # reasons to review it (results.flags)
     sandbox: str = ""  # the isolation its kernels ran in (isolation.check), or why none
     worker: str = ""  # who graded it: LOCAL, or the Dask worker (cluster.py)
 
@@ -237,7 +235,7 @@ def summary(rows: list[GradeRow], problems: list[str], out: Path) -> str:
 
 def _flag_lines(flagged: list[GradeRow]) -> list[str]:
     """The flags, certain ones first ("!"), then those honest code can raise too ("?", under a
-    heading of their own: integrity.certainty)."""
+    heading of their own: intake.review.UNSURE)."""
     lines = []
     for level, mark, heading in (("certain", "!", "certain (only tampering does this):"),
                                  ("review", "?", "review (honest code can do this too):")):

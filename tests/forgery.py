@@ -14,8 +14,9 @@ from __future__ import annotations
 import json
 from typing import Callable
 
-from . import notebook, solutions
-from .attacks import _REPORT
+from attacks import _REPORT
+
+from autograder.samples import notebook, solutions
 
 EXERCISES = ("linear_params", "conv2d_params", "attention_params", "count_model_parameters",
              "parameter_memory_bytes")

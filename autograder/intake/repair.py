@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import copy
 
-from .cells import grade_id as _grade_id
-from .cells import kind
-from .cells import source as _source
+from ..cells import grade_id as _grade_id
+from ..cells import kind
+from ..cells import source as _source
 
 
 def _normal(text: str) -> str:

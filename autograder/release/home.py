@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from . import course
+from .. import course
 
 NAME = r"[A-Za-z0-9_.-]+"
 BRANCH = r"[A-Za-z0-9_./-]+"

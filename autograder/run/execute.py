@@ -23,7 +23,7 @@
   ``max_display_chars`` of images and HTML are kept per cell.
 
 Every cell gets ``metadata.tinyprof``: the CPU seconds it used and, for test cells, the
-verdict record; sentences for the instructor's review go into ``review`` (integrity.py reads
+verdict record; sentences for the instructor's review go into ``review`` (results/flags.py reads
 them into the flags).
 """
 
@@ -48,9 +48,9 @@ from traitlets import Bool, Float, Integer, List, Unicode
 
 from tinyprof.remote import COMM_TARGET
 
+from ..cells import DIED_ENAME, NOT_RUN_ENAME, TIMEOUT_ENAME, is_answer, is_test, source
+from ..kernel.sandbox import SandboxedKernelManager, describe_exit
 from .budget import OutputBudget
-from .cells import DIED_ENAME, NOT_RUN_ENAME, TIMEOUT_ENAME, is_answer, is_test, source
-from .sandbox import SandboxedKernelManager, describe_exit
 
 #: A wall-clock time-out with less than this share of the CPU limit used was the machine's.
 BUSY_SHARE = 0.5

@@ -19,7 +19,7 @@ import tempfile
 from contextlib import closing
 from pathlib import Path
 
-from . import course
+from .. import course
 
 #: Tables holding submissions, children first (the order rows are deleted in).
 SUBMISSION_TABLES = ("comment", "grade", "submitted_notebook", "submitted_assignment", "student")

@@ -40,7 +40,7 @@ from typing import Any, Callable, Iterator
 
 from tinyprof import wire
 
-from .cells import TIMEOUT_ENAME
+from ..cells import TIMEOUT_ENAME
 
 #: Top-level packages whose names a test uses here, in the grader, to compute expected values.
 JUDGE_LIBRARIES = frozenset({"numpy", "tinyprof", "math"})
@@ -236,7 +236,7 @@ class Judge:
 
     def measure_speed(self, candidate: Any, baseline: Callable, make_inputs: Callable,
                       **settings: Any) -> Any:
-        """``expect_faster``'s measurement, made by the grader (autograder/speed.py)."""
+        """``expect_faster``'s measurement, made by the grader (autograder/run/speed.py)."""
         if self.speed is None:
             raise RuntimeError("this grader runs no clean kernel, so it cannot time a speed "
                                "test: grade with python -m autograder grade")
@@ -336,7 +336,7 @@ def kernel_names(source: str, namespace: dict) -> set[str]:
 def prelude(instructor: dict) -> str:
     """The import statements of the instructor's notebook (outside graded cells) that bind
     names of JUDGE_LIBRARIES: what a test cell may use here to compute expected values."""
-    from .cells import nbgrader_meta, source
+    from ..cells import nbgrader_meta, source
 
     lines = []
     for cell in instructor.get("cells", []):

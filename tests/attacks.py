@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Callable
 
-from . import CHAPTER, NOTEBOOK, notebook, solutions
+from autograder.samples import CHAPTER, NOTEBOOK, notebook, solutions
 
 #: Lines a markdown cell and an output inject into feedback pages (attack "html").
 SCRIPT_MARK = "PWNED-BY-SCRIPT"

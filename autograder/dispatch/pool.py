@@ -1,37 +1,41 @@
 """Worker processes for grading, and a plain-text progress bar.
 
-Each worker is ``python -m autograder.worker`` in its own session, fed one task at a time over
-a pipe. A worker that exceeds the wall-clock limit of a submission is killed (its kernel dies
-with it, see launcher.py) and replaced; one that crashes, or dies before it takes its task, is
-replaced and the task retried once. If the grading process itself is killed, the workers
-receive SIGKILL from Linux (``PR_SET_PDEATHSIG``) and their kernels follow.
+Each worker is ``python -m autograder.dispatch.worker`` in its own session, fed one task at a
+time over a pipe. A worker that exceeds the wall-clock limit of a submission is killed (its
+kernel dies with it, see launcher.py) and replaced; one that crashes, or dies before it takes
+its task, is replaced and the task retried once. If the grading process itself is killed, the
+workers receive SIGKILL from Linux (``PR_SET_PDEATHSIG``) and their kernels follow.
 """
 
 from __future__ import annotations
 
 import os
+import select
 import selectors
 import signal
 import subprocess
 import sys
 import time
 from collections import deque
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, TextIO
+from typing import TextIO
 
-from . import course
-from .records import DIED_TWICE, RecordError, Result, Task
+from .. import course
+from ..kernel import caches
+from ..records import RecordError, Result, Task
+from ..results.report import LOCAL
+from .contract import Done, Started, after_loss, timed_out
 
 
 class Worker:
-    """One ``autograder.worker`` process and the task it is grading."""
+    """One ``autograder.dispatch.worker`` process and the task it is grading."""
 
     def __init__(self, log: Path):
         course.ensure_tools_on_path()
         self.log = open(log, "a", encoding="utf-8")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "autograder.worker", str(os.getpid())],
+            [sys.executable, "-m", "autograder.dispatch.worker", str(os.getpid())],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True,
             encoding="utf-8", cwd=course.REPO_ROOT, start_new_session=True)
         self.task: Task | None = None
@@ -50,6 +54,18 @@ class Worker:
         except RecordError:  # cut short: the worker died while answering
             return None
 
+    def ready(self, timeout: float) -> bool:
+        """Whether its answer (or the end of a worker that died) arrives within ``timeout`` s."""
+        readable, _, _ = select.select([self.process.stdout], [], [], timeout)
+        return bool(readable)
+
+    def kill(self) -> None:
+        """SIGKILL its whole session now, from any thread (``receive`` then returns None)."""
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
     def stop(self, kill: bool = False) -> None:
         if not kill:
             try:
@@ -58,27 +74,32 @@ class Worker:
             except (OSError, subprocess.TimeoutExpired):
                 kill = True
         if kill and self.process.poll() is None:
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            self.kill()
             self.process.wait()
         self.log.close()
 
 
 @dataclass
 class Pool:
-    """Grade ``tasks`` on ``jobs`` workers; ``done(task, result)`` is called in this process."""
+    """Grade tasks on ``jobs`` worker processes of this machine (a contract.Dispatcher);
+    ``done(task, result, LOCAL, sandbox)`` is called in this process, ``sandbox`` saying what
+    isolates the kernels here. With ``font_cache``, the kernels' font cache is made once here,
+    rather than in every kernel (caches.py)."""
 
     jobs: int
     logs: Path
     limit_s: float
-    done: Callable[[Task, Result], None]
-    started: Callable[[Task], None] = lambda task: None
+    done: Done
+    started: Started = lambda task: None
+    sandbox: str = ""
+    font_cache: bool = False
     _workers: list[Worker] = field(default_factory=list)
     _spawned: int = 0
 
-    def run(self, tasks: list[Task]) -> None:
+    def run(self, tasks: list[Task]) -> list[str]:
+        """Grade them all; no worker here refuses, so there is no problem to return."""
+        if self.font_cache and tasks:
+            caches.matplotlib_cache(self.logs / "cache" / "matplotlib")
         pending = deque(tasks)
         selector = selectors.DefaultSelector()
         try:
@@ -89,6 +110,10 @@ class Pool:
             for worker in self._workers:
                 worker.stop(kill=worker.task is not None)
             selector.close()
+        return []
+
+    def _done(self, task: Task, result: Result) -> None:
+        self.done(task, result, LOCAL, self.sandbox)
 
     def _spawn(self, selector: selectors.BaseSelector) -> Worker:
         self._spawned += 1
@@ -104,12 +129,13 @@ class Pool:
 
     def _lost(self, worker: Worker, task: Task, pending: deque,
               selector: selectors.BaseSelector) -> None:
-        """``worker`` died holding ``task``: a new worker takes it, once."""
+        """``worker`` died holding ``task``: a new worker takes it, once (contract.after_loss)."""
         self._replace(worker, selector)
-        if not task.retried:
-            pending.appendleft(replace(task, retried=True))
+        again = after_loss(task)
+        if isinstance(again, Result):
+            self._done(task, again)
         else:
-            self.done(task, Result(task.work, "not graded", [DIED_TWICE]))
+            pending.appendleft(again)
 
     def _dispatch(self, pending: deque, selector: selectors.BaseSelector) -> None:
         while pending:
@@ -139,13 +165,12 @@ class Pool:
             if result is None:
                 self._lost(worker, task, pending, selector)
             else:
-                self.done(task, result)
+                self._done(task, result)
         now = time.monotonic()
         for worker in [w for w in self._workers if w.task and now - w.started > self.limit_s]:
             task = worker.task
             self._replace(worker, selector)
-            self.done(task, Result(task.work, "timed out", [
-                f"grading took longer than {self.limit_s:.0f} s in all and was stopped"]))
+            self._done(task, timed_out(task, self.limit_s))
 
 
 class Progress:

@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Iterator
 
-from .cells import grade_id
-from .course import NotebookSpec, notebook_specs
+from ..cells import grade_id
+from ..course import NotebookSpec, notebook_specs
 
 LITTER = {"__MACOSX", ".DS_Store", ".ipynb_checkpoints", "Thumbs.db", "desktop.ini", "__pycache__"}
 CANVAS = re.compile(r"^(?P<name>[^_]+?)(?P<late>_late)?_(?P<uid>\d+)_(?P<sid>\d+)_(?P<orig>.+)$",
