@@ -30,7 +30,7 @@ import shutil
 import signal
 from collections import defaultdict
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Iterator
 
@@ -177,11 +177,11 @@ def _plan(tasks: list[StudentWork], journal: Journal, settings: Settings, specs:
         entry = journal.get(task.key)
         if again and task.student not in again:
             if entry:
-                rows[task.key] = GradeRow(**entry["row"])
+                rows[task.key] = GradeRow.from_dict(entry["row"])
             continue
-        if not again and entry and entry["fingerprint"] == fingerprint \
-                and entry["row"]["status"] in FINAL:
-            rows[task.key] = GradeRow(**entry["row"])
+        kept = GradeRow.from_dict(entry["row"]) if entry else None
+        if not again and kept and entry["fingerprint"] == fingerprint and kept.status in FINAL:
+            rows[task.key] = kept
         elif not any(f.unreadable is None for f in task.files):
             rows[task.key] = _unreadable(task, specs, out)
         else:
@@ -286,15 +286,11 @@ def _payload(task: StudentWork, settings: Settings, out: Path, template: Path | 
 def _finish(task: StudentWork, result: records.Result, out: Path) -> GradeRow:
     """Merge a worker's result into the cohort: gradebook, files, feedback notes."""
     work = Path(result.work)
-    row = _base_row(task, out)
-    row.status, row.notes = result.status, list(result.notes)
+    row = _base_row(task, out, result)
     row.flags = submission_flags(task.files, task.assignment,
                                  work / "submitted" / task.student / task.assignment,
                                  work / "autograded" / task.student / task.assignment)
     if result.status == "graded":
-        for name in ("score", "max_score", "auto_score", "max_auto_score", "needs_manual_grade",
-                     "questions"):
-            setattr(row, name, getattr(result, name))
         merge(out / "gradebook.db", work / "gradebook.db", task.student, task.assignment,
               row.lms_id)
         for step in ("submitted", "autograded", "feedback"):
@@ -315,9 +311,9 @@ def _finish(task: StudentWork, result: records.Result, out: Path) -> GradeRow:
 
 
 def _unreadable(task: StudentWork, specs: dict, out: Path) -> GradeRow:
-    row = _base_row(task, out)
-    row.status = "unreadable"
-    row.notes = [n for f in task.files for n in f.notes] + [f.unreadable for f in task.files]
+    row = _base_row(task, out, records.Result(
+        work="", status="unreadable",
+        notes=[n for f in task.files for n in f.notes] + [f.unreadable for f in task.files]))
     row.max_score = sum(specs[task.assignment, f.notebook].max_score for f in task.files)
     row.max_auto_score = sum(specs[task.assignment, f.notebook].max_auto_score
                              for f in task.files)
@@ -326,9 +322,15 @@ def _unreadable(task: StudentWork, specs: dict, out: Path) -> GradeRow:
     return row
 
 
-def _base_row(task: StudentWork, out: Path) -> GradeRow:
+def _base_row(task: StudentWork, out: Path, result: records.Result) -> GradeRow:
+    """A row holding ``result`` (its work folder, removed once merged, left out)."""
     first = task.files[0]
-    return GradeRow(task.student, task.assignment, lms_id=first.lms_id,
+    result = replace(result, work="", notes=list(result.notes),
+                     questions=dict(result.questions))
+    if result.status != "graded":   # a failure's scores are the chapter's maxima, set later
+        result = replace(result, score=0.0, auto_score=0.0, needs_manual_grade=False,
+                         questions={})
+    return GradeRow(task.student, task.assignment, result, lms_id=first.lms_id,
                     late=any(f.late for f in task.files),
                     submitted=", ".join(f.origin for f in task.files))
 

@@ -15,7 +15,8 @@ from typing import Any
 VERSION = 1
 #: The longest line either side accepts (notes and questions included).
 MAX_LINE_CHARS = 1_000_000
-STATUSES = ("graded", "not graded", "timed out")
+#: A result's status; "unreadable" is set by the grading parent alone (a file no worker got).
+STATUSES = ("graded", "not graded", "timed out", "unreadable")
 #: The note of a submission whose grading process died on it twice (killed, out of memory).
 DIED_TWICE = ("the grading process died twice on this submission; not the student's score: "
               "run the same command again to retry it")

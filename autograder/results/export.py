@@ -36,6 +36,7 @@ from pathlib import Path
 
 from .. import course
 from ..intake.collect import CANVAS, MOODLE_DIR, MOODLE_FILE
+from ..records import Result
 from . import lms
 from .exercises import outcomes, summary_lines
 from .report import BASE_COLUMNS, EXTRA_COLUMNS, FORMULA_STARTS, GradeRow, inert
@@ -144,14 +145,15 @@ def _row(raw: dict[str, str]) -> GradeRow:
     """A grades.csv row back as a GradeRow (a text cell's neutralising quote removed)."""
     text = {name: _live(value or "") for name, value in raw.items() if name}
     questions = [n for n in text if n not in BASE_COLUMNS and n not in EXTRA_COLUMNS]
-    return GradeRow(
-        student=text["student"], assignment=text["assignment"],
+    result = Result(
+        work="", status=text["status"], notes=_split(text["notes"]),
         score=_float(text["score"]), max_score=_float(text["max_score"]) or 0.0,
         auto_score=_float(text["auto_score"]), max_auto_score=_float(text["max_auto_score"]),
-        needs_manual_grade=text["needs_manual_grade"] == "yes", status=text["status"],
-        questions={q: _float(text[q]) for q in questions}, lms_id=text["lms_id"],
-        late=text["late"] == "yes", submitted=text["submitted"],
-        notes=_split(text["notes"]), flags=_split(text["flagged"]))
+        needs_manual_grade=text["needs_manual_grade"] == "yes",
+        questions={q: _float(text[q]) for q in questions})
+    return GradeRow(student=text["student"], assignment=text["assignment"], result=result,
+                    lms_id=text["lms_id"], late=text["late"] == "yes",
+                    submitted=text["submitted"], flags=_split(text["flagged"]))
 
 
 def _live(value: str) -> str:

@@ -7,11 +7,12 @@ import csv
 import html
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..cells import DIED_ENAME, DROPPED_MARK, NOT_RUN_ENAME, TIMEOUT_ENAME, kind, nbgrader_meta
 from ..intake.review import UNSURE
+from ..records import Result
 
 BASE_COLUMNS = ["student", "assignment", "score", "max_score", "auto_score", "max_auto_score",
                 "needs_manual_grade", "status"]
@@ -20,26 +21,55 @@ EXTRA_COLUMNS = ["lms_id", "late", "submitted", "flagged", "sandbox", "worker", 
 LOCAL = "local"
 
 
+#: The fields of a row that are its records.Result's: read and written through ``row.result``.
+OUTCOME = ("status", "notes", "score", "max_score", "auto_score", "max_auto_score",
+           "needs_manual_grade", "questions")
+
+
+def _outcome(name: str) -> property:
+    """``row.<name>``: the result's field; setting it gives the row a new result (a
+    records.Result is frozen, as the worker's pipe wrote it)."""
+    def change(row: GradeRow, value: object) -> None:
+        row.result = replace(row.result, **{name: value})
+    return property(lambda row: getattr(row.result, name), change, doc=f"``result.{name}``")
+
+
 @dataclass
 class GradeRow:
-    """One student's result on one assignment (``questions``: grade id → points)."""
+    """One student's result on one assignment: who handed what in (``lms_id``, ``late``,
+    ``submitted``), what the review and the run say of it (``flags``, ``sandbox``, ``worker``),
+    and the outcome, ``result``: the worker's records.Result (status, notes, scores;
+    ``questions``: grade id → points), or the parent's for a file no worker got. The
+    result's fields read through as the row's own (``row.score``)."""
 
     student: str
     assignment: str
-    score: float = 0.0
-    max_score: float = 0.0
-    auto_score: float = 0.0
-    max_auto_score: float = 0.0
-    needs_manual_grade: bool = False
-    status: str = "graded"
-    questions: dict[str, float | None] = field(default_factory=dict)
+    result: Result = field(default_factory=lambda: Result(work="", status="graded"))
     lms_id: str = ""
     late: bool = False
     submitted: str = ""
-    notes: list[str] = field(default_factory=list)
     flags: list[str] = field(default_factory=list)  # reasons to review it (results.flags)
     sandbox: str = ""  # the isolation its kernels ran in (isolation.check), or why none
     worker: str = ""  # who graded it: LOCAL, or the Dask worker (cluster.py)
+
+    status = _outcome("status")
+    notes = _outcome("notes")
+    score = _outcome("score")
+    max_score = _outcome("max_score")
+    auto_score = _outcome("auto_score")
+    max_auto_score = _outcome("max_auto_score")
+    needs_manual_grade = _outcome("needs_manual_grade")
+    questions = _outcome("questions")
+
+    @classmethod
+    def from_dict(cls, data: dict) -> GradeRow:
+        """A row as ``dataclasses.asdict`` wrote it (the journal), or as journals written
+        before rows held a Result wrote it (the outcome's fields beside the row's own)."""
+        data = dict(data)
+        outcome = data.pop("result", None)
+        if outcome is None:
+            outcome = {name: data.pop(name) for name in OUTCOME if name in data}
+        return cls(**data, result=Result(**{"work": "", **outcome}))
 
 
 def cell_notes(notebook: dict, scores: dict[str, float | None], timeout: int,
