@@ -57,8 +57,10 @@ worker) or the sandbox around a student's kernel. Student code runs only in the 
   its cell; the chapter's own cells are never dropped; an output budget per cell (``budget``).
   *Threat*: endless loops, crashes, a busy machine zeroing an honest student.
 - ``judge``: each test cell runs here; the kernel only runs the student's functions on the
-  test's inputs and hands back plain values (``records`` types the worker's own pipe).
-  *Threat*: a kernel that patches ``math.isclose``, fakes its execution, or lies about values.
+  test's inputs and hands back plain values (``tinyprof.wire``: JSON and ``.npy``, never a
+  pickle), each call a message on a comm (``tinyprof.remote``); ``records`` types the
+  worker's own pipe. *Threat*: a kernel that patches ``math.isclose``, fakes its execution,
+  or lies about values.
 - ``speed``: a speed test's baseline runs in a clean sandboxed kernel of its own, on fresh inputs
   made here; each side is timed by its kernel's control-group CPU time over whole rounds, read
   here, and every output is read back at positions drawn after both sides ran. *Threat*: a
