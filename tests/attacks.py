@@ -24,7 +24,7 @@ SLEEPER = "sleep 6543"  # the detached process the "escape" attack leaves behind
 _REPORT = '''
 def _report(name, **found):
     import json as _json
-    print("ATTACK", name, _json.dumps(found, default=str))
+    print("ATTACK " + name + " " + _json.dumps(found, default=str))   # one write: one line
 '''
 
 GRADES = _REPORT + '''
@@ -197,16 +197,24 @@ def honest_notebook() -> bytes:
 
 
 def attack_reports(executed: dict) -> dict[str, dict]:
-    """The ``ATTACK name {json}`` lines printed in a graded notebook, by attack name."""
+    """The ``ATTACK name {json}`` lines printed in a graded notebook, by attack name. A cell's
+    stdout is read whole: the kernel sends what is printed in chunks, on a timer, and a line
+    may end in the next chunk (more often while the attack itself writes to the stream)."""
     reports = {}
     for cell in executed.get("cells", []):
-        for output in cell.get("outputs", []):
-            text = output.get("text", "")
-            for line in ("".join(text) if isinstance(text, list) else text).splitlines():
-                if line.startswith("ATTACK "):
-                    _, name, found = line.split(" ", 2)
-                    reports[name] = json.loads(found)
+        printed = "".join(_text(output) for output in cell.get("outputs", [])
+                          if output.get("output_type") == "stream"
+                          and output.get("name") == "stdout")
+        for line in printed.splitlines():
+            if line.startswith("ATTACK "):
+                _, name, found = line.split(" ", 2)
+                reports[name] = json.loads(found)
     return reports
+
+
+def _text(output: dict) -> str:
+    text = output.get("text", "")
+    return "".join(text) if isinstance(text, list) else text
 
 
 __all__ = ["ATTACKS", "CHAPTER", "NOTEBOOK", "SCRIPT_MARK", "SLEEPER", "attack_notebook",
