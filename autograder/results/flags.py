@@ -24,32 +24,34 @@ def runtime_flags(autograded: dict) -> list[str]:
     message with the cells it came from."""
     from tinyprof.testing import MARK
 
-    cells: dict[str, list[str]] = {}
+    cells: dict[str, list[str]] = {}   # message → labels of the cells it came from
     for number, cell in enumerate(autograded.get("cells", []), 1):
         record = cell.get("metadata", {}).get("tinyprof", {})
         record = record if isinstance(record, dict) else {}
-        review = [str(line) for line in record.get("review", []) if isinstance(line, str)]
-        for message in review:   # the grader's own sentences (execute.py, judge.py)
-            label = cell_label(cell, number).removeprefix("cell ")
+        # the grader's own sentences (execute.py, judge.py)
+        found = [str(line) for line in record.get("review", []) if isinstance(line, str)]
+        if "verdict" not in record:   # decided by the judge: the kernel's outputs are no evidence
+            for output in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
+                found += _runtime_messages(output, MARK)
+        label = cell_label(cell, number).removeprefix("cell ")
+        for message in found:
             if label not in cells.setdefault(message, []):
                 cells[message].append(label)
-        if "verdict" in record:   # decided by the judge: the kernel's outputs are not evidence
-            continue
-        for output in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
-            found = []
-            if output.get("output_type") == "error" and output.get("ename") == RUNTIME_ERROR:
-                evalue = str(output.get("evalue", "")).split(". This submission is flagged")[0]
-                found.append(f"the hidden tests' runtime check found tampering: {evalue}")
-            text = output.get("text", "")
-            text = "".join(text) if isinstance(text, list) else str(text)
-            found += [f"the hidden tests' runtime check: {line[len(MARK):].strip()}"
-                      for line in text.splitlines() if line.startswith(MARK)]
-            for message in found:
-                label = cell_label(cell, number).removeprefix("cell ")
-                if label not in cells.setdefault(message, []):
-                    cells[message].append(label)
     return [f"{'cells' if len(labels) > 1 else 'cell'} {', '.join(labels)}: {message}"
             for message, labels in cells.items()]
+
+
+def _runtime_messages(output: dict, mark: str) -> list[str]:
+    """What the runtime check said in one output: its TamperingDetected error, and the lines
+    it printed after ``mark``."""
+    found = []
+    if output.get("output_type") == "error" and output.get("ename") == RUNTIME_ERROR:
+        evalue = str(output.get("evalue", "")).split(". This submission is flagged")[0]
+        found.append(f"the hidden tests' runtime check found tampering: {evalue}")
+    text = output.get("text", "")
+    text = "".join(text) if isinstance(text, list) else str(text)
+    return found + [f"the hidden tests' runtime check: {line[len(mark):].strip()}"
+                    for line in text.splitlines() if line.startswith(mark)]
 
 
 def submission_flags(files: list, assignment: str, submitted: Path,
@@ -75,8 +77,6 @@ def submission_flags(files: list, assignment: str, submitted: Path,
 def flag_notes(flags: list[str]) -> list[str]:
     """The sentences a feedback page and the summary show for a flagged submission."""
     return [f"FLAGGED for the instructor to review: {flag}" for flag in flags]
-
-
 
 
 def _load(path: Path) -> dict:
