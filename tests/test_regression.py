@@ -124,8 +124,10 @@ def test_a_change_that_vanishes_when_re_measured_is_unstable(tmp_path, model_and
     The re-measurement times the baseline's own model against a baseline measured seconds
     earlier; on a machine as busy as a CI runner that also grades sandboxed cohorts, the two
     can differ by more than the 5 % band in one try in a few dozen (which is the drift this
-    status exists for). So the scenario gets three tries; a checker that calls a regression
-    here every time fails all three."""
+    status exists for), or the re-measurement can land beyond the band the other way (also no
+    verdict, "opposite directions", but not this scenario). So the scenario gets three tries to
+    be the one it describes; a checker that calls a regression here every time fails all
+    three."""
     model, data = model_and_data
     for _ in range(3):
         path = tp.benchmark_suite({"m": model}, data, rounds=20).save(tmp_path / "baseline.json")
@@ -135,7 +137,7 @@ def test_a_change_that_vanishes_when_re_measured_is_unstable(tmp_path, model_and
             now.sources, models={"m": model}))
         report = check_regression(drifted_back, path)
         check = report.checks[0]
-        if check.status == "unstable":
+        if check.status == "unstable" and "drifted" in check.note:
             break
     assert check.status == "unstable" and report.unstable == ["m"] and report.ok, str(report)
     assert check.corrected.direction == "slower" and check.remeasured.direction != "slower"
