@@ -108,6 +108,37 @@ LOG_SOFTMAX = """
             return s - np.log(np.exp(s).sum(axis=1, keepdims=True))
 """
 
+#: ... and the fast-step mistakes a right step in plain numpy (the visible tests switch tinyprof
+#: off, so a mistake may not call pipeline.step).
+NUMPY_STEP = """
+        def numpy_step(weights, batch):
+            up = images.reshape(-1, 8, 8).repeat(2, axis=1).repeat(2, axis=2).reshape(-1, 256)
+            low, centre, high = np.percentile(up.astype(np.float32), [5, 50, 95], axis=0)
+            centre, scale = centre.astype(np.float32), (high - low + 1).astype(np.float32)
+            w = {k: np.asarray(v, dtype=np.float32) for k, v in weights.items()}
+            idx, shifts = batch["indices"], batch["shifts"]
+            n = len(idx)
+            padded = np.pad(up.reshape(-1, 16, 16)[idx], ((0, 0), (2, 2), (2, 2)))
+            r = np.arange(16)
+            rows = (r[None, :] - shifts[:, :1] + 2)[:, :, None]
+            cols = (r[None, :] - shifts[:, 1:] + 2)[:, None, :]
+            x = (padded[np.arange(n)[:, None, None], rows, cols].reshape(n, 256) - centre) / scale
+            h = x @ w["W1"] + w["b1"]
+            t = np.tanh(GELU_C * (h + 0.044715 * h * h * h))
+            a = 0.5 * h * (1 + t)
+            da = 0.5 * (1 + t) + 0.5 * h * (1 - t * t) * GELU_C * (1 + 0.134145 * h * h)
+            z = a @ w["W2"] + w["b2"]
+            s = z - z.max(axis=1, keepdims=True)
+            log_p = s - np.log(np.exp(s).sum(axis=1, keepdims=True))
+            target = np.full(z.shape, SMOOTHING / CLASSES, dtype=np.float32)
+            target[np.arange(n), labels[idx]] += 1 - SMOOTHING
+            dz = (np.exp(log_p) - target) / n
+            dh = (dz @ w["W2"].T) * da
+            grads = {"W1": x.T @ dh, "b1": dh.sum(0), "W2": a.T @ dz, "b2": dz.sum(0)}
+            new = {k: w[k] - LEARNING_RATE * (g + WEIGHT_DECAY * w[k]) for k, g in grads.items()}
+            return float(-(target * log_p).sum() / n), new
+"""
+
 MISTAKES = {
     "percentile, n-based position": ("04_latency", "test_percentile", """
         def percentile(samples, q):
@@ -787,16 +818,30 @@ MISTAKES = {
             t, n = np.eye(10)[labels], len(z)
             return float(-(t * log_softmax(z)).sum() / n), (np.exp(log_softmax(z)) - t) / n
         """, "The targets are smoothed"),
-    "fast_step, no weight decay": ("08_faster", "test_fast_step", """
+    "fast_step, no weight decay": ("08_faster", "test_fast_step", NUMPY_STEP + """
         def fast_step(weights, batch):
-            loss, new = pipeline.step(weights, batch, pipeline.FIXES)
+            loss, new = numpy_step(weights, batch)
             decay = LEARNING_RATE * WEIGHT_DECAY
             return loss, {k: v + decay * weights[k] for k, v in new.items()}
         """, "the weight decay term λ·w is missing"),
-    "fast_step, the old weights": ("08_faster", "test_fast_step", """
+    "fast_step, the old weights": ("08_faster", "test_fast_step", NUMPY_STEP + """
         def fast_step(weights, batch):
-            return pipeline.step(weights, batch, pipeline.FIXES)[0], weights
+            return numpy_step(weights, batch)[0], weights
         """, "Return the NEW weights"),
+    "gelu_with_grad, in float32": ("08_faster", "test_gelu_with_grad", """
+        def gelu_with_grad(h):
+            x = h.astype(np.float32)
+            t = np.tanh(np.float32(GELU_C) * (x + np.float32(0.044715) * x * x * x))
+            c, k = np.float32(GELU_C), np.float32(0.134145)
+            dy = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * c * (1 + k * x * x)
+            return 0.5 * x * (1 + t), dy
+        """, "not in h's dtype"),
+    "smoothed_loss, float64 targets": ("08_faster", "test_smoothed_loss", LOG_SOFTMAX + """
+        def smoothed_loss(z, labels):
+            t, n = np.full(z.shape, SMOOTHING / CLASSES), len(z)
+            t[np.arange(n), labels] += 1 - SMOOTHING
+            return float(-(t * log_softmax(z)).sum() / n), (np.exp(log_softmax(z)) - t) / n
+        """, "Keep the logits' dtype"),
 }
 
 

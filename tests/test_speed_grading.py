@@ -191,10 +191,74 @@ def _as_is() -> dict[str, str]:
     return {**answers, step: SETUP + SLOW + "\nfast_step = fix\n"}
 
 
+#: A loader that loops over the samples, a few numpy calls each: right, and slow (issue 38).
+LOOP_LOAD = """
+def load_batch(images, indices, shifts, centre, scale):
+    rows = []
+    for index, (dy, dx) in zip(indices, shifts):
+        image = images[index].reshape(8, 8).repeat(2, axis=0).repeat(2, axis=1).astype(np.float64)
+        moved = np.roll(image, (dy, dx), axis=(0, 1))
+        if dy > 0:
+            moved[:dy] = 0
+        elif dy < 0:
+            moved[dy:] = 0
+        if dx > 0:
+            moved[:, :dx] = 0
+        elif dx < 0:
+            moved[:, dx:] = 0
+        rows.append((moved.reshape(-1) - centre) / scale)
+    return np.stack(rows)
+"""
+#: The loss one row at a time: right, and slow.
+ROW_LOSS = """
+def smoothed_loss(z, labels):
+    n = z.shape[0]
+    total, dz = 0.0, np.empty_like(z)
+    for i in range(n):
+        row = z[i] - z[i].max()
+        log_p = row - np.log(np.exp(row).sum())
+        t = np.full(CLASSES, SMOOTHING / CLASSES, dtype=z.dtype)
+        t[labels[i]] += 1 - SMOOTHING
+        total += -(t * log_p).sum()
+        dz[i] = (np.exp(log_p) - t) / n
+    return float(total / n), dz
+"""
+#: The solution's GELU computed in float32: fast, and only float32-accurate.
+FLOAT32_GELU = """
+def gelu_with_grad(h):
+    x = h.astype(np.float32)
+    x2 = x * x
+    t = x2 * x
+    t *= np.float32(0.044715)
+    t += x
+    t *= np.float32(GELU_C)
+    np.tanh(t, out=t)
+    dy = t * t
+    np.subtract(np.float32(1), dy, out=dy)
+    dy *= x
+    dy *= np.float32(0.5 * GELU_C)
+    x2 *= np.float32(3 * 0.044715)
+    x2 += np.float32(1)
+    dy *= x2
+    t += np.float32(1)
+    t *= np.float32(0.5)
+    dy += t
+    t *= x
+    return t, dy
+"""
+
+
+def _with(**answers: str) -> dict[str, str]:
+    """The solution with the named answer cells replaced."""
+    return {**samples.solutions(CHAPTER, NOTEBOOK), **answers}
+
+
 @pytest.fixture(scope="module")
 def chapter(tmp_path_factory) -> dict[str, dict]:
     root = tmp_path_factory.mktemp("speed08")
-    cohort = {"ada": samples.solutions(CHAPTER, NOTEBOOK), "blank": {}, "asis": _as_is()}
+    cohort = {"ada": samples.solutions(CHAPTER, NOTEBOOK), "blank": {}, "asis": _as_is(),
+              "loops": _with(load_batch=LOOP_LOAD, smoothed_loss=ROW_LOSS),
+              "f32": _with(gelu_with_grad=FLOAT32_GELU)}
     for student, answers in cohort.items():
         folder = root / "in" / student / CHAPTER
         folder.mkdir(parents=True)
@@ -205,7 +269,11 @@ def chapter(tmp_path_factory) -> dict[str, dict]:
                          capture_output=True, text=True, timeout=1200)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     with open(root / "out" / "grades.csv", newline="", encoding="utf-8") as handle:
-        return {row["student"]: row for row in csv.DictReader(handle)}
+        rows = {row["student"]: row for row in csv.DictReader(handle)}
+    for student, row in rows.items():
+        page = root / "out" / "feedback" / student / CHAPTER / "faster.html"
+        row["feedback"] = page.read_text(encoding="utf-8") if page.exists() else ""
+    return rows
 
 
 def test_chapter_08_speed_points_go_to_the_solution_only(chapter):
@@ -215,3 +283,19 @@ def test_chapter_08_speed_points_go_to_the_solution_only(chapter):
     for student in ("blank", "asis"):
         assert all(float(chapter[student][cell] or 0) == 0 for cell in cells), chapter[student]
     assert chapter["ada"]["auto_score"] == chapter["ada"]["max_auto_score"], chapter["ada"]
+
+
+def test_chapter_08_loops_lose_their_speed_points_and_float32_is_named(chapter):
+    """Issue 38: a loader that loops over the samples and a loss that loops over the rows are
+    right and slow: they pass their tests and lose their speed points (the solution keeps
+    every point); a float32 GELU misses the GELU test with a message that names the dtype."""
+    ada, loops, f32, blank = (chapter[s] for s in ("ada", "loops", "f32", "blank"))
+    for cell in ("speed_load_batch", "speed_smoothed_loss"):
+        assert float(ada[cell]) > 0, ada
+        assert float(loops[cell] or 0) == 0, (cell, loops)
+    for cell in ("test_load_batch", "test_smoothed_loss"):
+        assert float(loops[cell]) == float(ada[cell]) > 0, (cell, loops)
+    assert float(loops["auto_score"]) < float(ada["auto_score"]), loops
+    assert float(f32["test_gelu_with_grad"] or 0) == 0, f32
+    assert "not in h's dtype" in f32["feedback"], f32["feedback"][-2000:]
+    assert float(blank["auto_score"] or 0) == 0, blank

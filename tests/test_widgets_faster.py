@@ -7,6 +7,7 @@ import pytest
 
 from tinyprof.faster import pipeline
 from tinyprof.widgets import fixes_explorer
+from tinyprof.widgets.faster import miss_reason
 
 #: Stage times standing in for a slow step's profile (seconds), and each fix's effect alone: the
 #: prediction is computed from these alone, so its value is known exactly.
@@ -27,8 +28,8 @@ def test_fixes_explorer_starts_with_the_given_fixes_and_draws_the_figure():
     explorer = fixes_explorer(("cached_statistics", "vectorised_loading"), baseline=BASELINE,
                               alone=ALONE, steps=1)
     assert list(explorer.controls) == list(pipeline.FIXES)
-    assert [c.value for c in explorer.controls.values()] == [False, True, False, True, False,
-                                                              False]
+    assert [c.value for c in explorer.controls.values()] == [
+        fix in ("cached_statistics", "vectorised_loading") for fix in pipeline.FIXES]
     predicted, measured = explorer.result
     assert predicted == pytest.approx(0.010 * 0 + 0.001 + 0.012 + 0.005 + 0.003)
     assert measured > 0
@@ -55,6 +56,19 @@ def test_ticking_a_fix_redraws_with_its_prediction_and_a_new_measurement():
     explorer.controls["quiet_logging"].value = True
     assert explorer.result == (predicted, measured)
     assert "fixes: quiet_logging, vectorised_loading" in explorer.text
+    assert "largest gap:" in explorer.text
+
+
+def test_the_explorer_names_the_stage_furthest_off_and_the_fixes_that_change_it():
+    predicted = {"load": 0.001, "hidden": 0.010}
+    measured = {"load": 0.004, "hidden": 0.0101}
+    both = miss_reason(predicted, measured, {"quiet_logging", "vectorised_loading"})
+    assert both.startswith("largest gap: load")
+    assert "quiet_logging, vectorised_loading all change it" in both
+    one = miss_reason(predicted, measured, {"vectorised_loading"})
+    assert "vectorised_loading does less to it" in one
+    none = miss_reason(predicted, measured, {"float32"} - {"float32"})
+    assert "no ticked fix changes it" in none
 
 
 def test_fixes_explorer_refuses_unknown_fixes():

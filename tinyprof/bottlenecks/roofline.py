@@ -118,6 +118,9 @@ class MachinePeaks:
     array_bytes: int | None = None
     seconds_spent: float = 0.0
     context: str = ""
+    #: The number type of the matmul that measured the compute roof: a float64 computation is
+    #: placed under a float64 roof (about half the float32 one on most CPUs).
+    matmul_dtype: str = "float32"
 
     def __post_init__(self) -> None:
         for name in ("flops_per_second", "bytes_per_second", "call_overhead_s"):
@@ -166,7 +169,8 @@ class MachinePeaks:
 
     def __str__(self) -> str:
         lines = [f"compute roof {format_si(self.flops_per_second, 'FLOP/s')}"
-                 + (f" (float32 matmul n={self.matmul_size})" if self.matmul_size else ""),
+                 + (f" ({self.matmul_dtype} matmul n={self.matmul_size})" if self.matmul_size
+                    else ""),
                  f"memory roof {format_si(self.bytes_per_second, 'B/s')}"
                  + (f" (best STREAM kernel on {format_bytes(self.array_bytes)} arrays)"
                     if self.array_bytes else ""),
@@ -199,16 +203,19 @@ def _repeats_for(seconds_per_call: float, budget_s: float, least: int = 3,
     return int(min(most, max(least, budget_s / max(seconds_per_call, 1e-9))))
 
 
-def measure_peak_flops(sizes: tuple[int, ...] = MATMUL_SIZES,
-                       budget_s: float = 0.2) -> tuple[float, int]:
-    """(FLOP/s, n) of the fastest n×n float32 matmul over ``sizes``: 2·n³ FLOPs over the best
-    time, each size repeated for about ``budget_s`` seconds (at least 3 times)."""
+def measure_peak_flops(sizes: tuple[int, ...] = MATMUL_SIZES, budget_s: float = 0.2,
+                       dtype: type = np.float32) -> tuple[float, int]:
+    """(FLOP/s, n) of the fastest n×n matmul of ``dtype`` (float32 unless told) over ``sizes``:
+    2·n³ FLOPs over the best time, each size repeated for about ``budget_s`` seconds (at least
+    3 times)."""
+    if np.dtype(dtype).kind != "f":
+        raise ValueError(f"measure_peak_flops: dtype must be a floating type, got {dtype!r}")
     rng = np.random.default_rng(0)
     best = (0.0, sizes[0])
     for n in sizes:
-        a = rng.standard_normal((n, n), dtype=np.float32)
-        b = rng.standard_normal((n, n), dtype=np.float32)
-        out = np.empty((n, n), dtype=np.float32)
+        a = rng.standard_normal((n, n), dtype=dtype)
+        b = rng.standard_normal((n, n), dtype=dtype)
+        out = np.empty((n, n), dtype=dtype)
         multiply = partial(np.matmul, a, b, out=out)
         seconds = best_seconds(multiply, _repeats_for(best_seconds(multiply, 1), budget_s))
         best = max(best, (2.0 * n**3 / seconds, n))

@@ -7,7 +7,7 @@ from typing import Collection, Mapping
 import ipywidgets as widgets
 import numpy as np
 
-from ..faster.analysis import OTHER, STAGES, predicted_seconds, stage_seconds
+from ..faster.analysis import FIX_STAGES, OTHER, STAGES, predicted_seconds, stage_seconds
 from ..faster.pipeline import FIXES, check_fixes
 from ..plots.describe import described, listing, number
 from ..plots.style import FIGSIZE, new_figure, style_axes
@@ -15,7 +15,7 @@ from ..units import format_seconds
 from .explorer import Explorer, show
 
 #: One colour per stage, the same in every bar.
-STAGE_COLORS = ("#9aa5b1", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#e0e0e0")
+STAGE_COLORS = ("#8c564b", "#9aa5b1", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#e0e0e0")
 
 
 def plot_step_times(bars: Mapping[str, Mapping[str, float]], title: str):
@@ -39,6 +39,27 @@ def plot_step_times(bars: Mapping[str, Mapping[str, float]], title: str):
     return described(fig, f"Stacked bar chart: {title}.",
                      listing(f"{label} {number(total)} ms" for label, total in zip(labels, left))
                      + ".")
+
+
+def miss_reason(predicted: Mapping[str, float], measured: Mapping[str, float],
+                applied: Collection[str]) -> str:
+    """One sentence naming the stage whose predicted time is furthest from its measured one,
+    with the fixes that change it and what that suggests: two or more fixes whose savings the
+    prediction multiplied (they overlap), one fix that does more or less in the step than
+    alone, or none (noise, or a change no fix was charged with)."""
+    stage = max(measured, key=lambda s: abs(measured[s] - predicted.get(s, 0.0)))
+    gap = measured[stage] - predicted.get(stage, 0.0)
+    changers = [fix for fix in FIXES if fix in applied and stage in FIX_STAGES[fix]]
+    where = (f"largest gap: {stage}, predicted {format_seconds(predicted.get(stage, 0.0))}, "
+             f"measured {format_seconds(measured[stage])} ({'+' if gap >= 0 else '−'}"
+             f"{format_seconds(abs(gap))})")
+    if len(changers) > 1:
+        return (f"{where}: {', '.join(changers)} all change it, and the prediction multiplies "
+                "their savings as if each removed its share of what the others left")
+    if changers:
+        return (f"{where}: {changers[0]} does {'less' if gap > 0 else 'more'} to it in this "
+                "step than it did alone on the slow step")
+    return f"{where}: no ticked fix changes it (noise, or a side effect of another stage's fix)"
 
 
 def fixes_explorer(fixes: Collection[str] = FIXES, *, baseline: Mapping[str, float] | None = None,
@@ -71,7 +92,8 @@ def fixes_explorer(fixes: Collection[str] = FIXES, *, baseline: Mapping[str, flo
         print(f"fixes: {names}\n"
               f"predicted {format_seconds(predicted)} a step ({base / predicted:.2f}× the "
               f"baseline's {format_seconds(base)}), measured {format_seconds(actual)} "
-              f"({base / actual:.2f}×): the prediction is {predicted / actual - 1:+.0%} off")
+              f"({base / actual:.2f}×): the prediction is {predicted / actual - 1:+.0%} off\n"
+              + miss_reason(predicted_stages, measured[applied], applied))
         show(plot_step_times({"baseline": baseline, "predicted": predicted_stages,
                               "measured": measured[applied]},
                              f"Step time with {len(applied)} of {len(FIXES)} fixes"))
@@ -82,4 +104,4 @@ def fixes_explorer(fixes: Collection[str] = FIXES, *, baseline: Mapping[str, flo
                              for fix in FIXES})
 
 
-__all__ = ["fixes_explorer", "plot_step_times"]
+__all__ = ["fixes_explorer", "miss_reason", "plot_step_times"]
