@@ -185,8 +185,7 @@ def test_forecast_miss_factors_multiply_to_forecast_over_measured():
     before = {"load": 0.05, "hidden": 0.02, "other": 0.001}
     forecast, after = {"load": 0.01}, {"load": 0.012, "hidden": 0.025, "other": 0.001}
     old_step, new_step = 0.068, 0.04
-    factors = analysis.forecast_miss("vectorised_loading", before, forecast, after, old_step,
-                                     new_step)
+    factors = analysis.forecast_miss(before, forecast, after, old_step, new_step)
     predicted = analysis.predicted_speedup(before, forecast)
     assert np.prod(list(factors.values())) == pytest.approx(predicted / (old_step / new_step))
     split = analysis.forecast_error("vectorised_loading", before, forecast, after)

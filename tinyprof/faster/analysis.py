@@ -7,8 +7,8 @@
   calls each stage makes, counted, so that the roofline can tell a stage bound by per-call cost;
 - :func:`forecast_seconds`: a forecast of what a fix does to the stages it touches, made before
   the fix is applied to the step: each of those stages timed alone, with the fix, on the
-  arguments the step gives it (a microbenchmark); :func:`forecast_error` says afterwards where
-  a forecast missed, in seconds of the step;
+  arguments the step gives it (a microbenchmark, after one warm-up call);
+  :func:`forecast_miss` and :func:`forecast_error` say afterwards where a forecast missed;
 - :func:`predicted_speedup`: Amdahl's law on measured stage times. Stages a fix touches take
   their new time, the others keep theirs:
 
@@ -201,11 +201,11 @@ def forecast_seconds(fix: str, applied: Collection[str] = (), seed: int = 0,
                      ) -> dict[str, float]:
     """A forecast, made before ``fix`` is added to the step with ``applied``: ``{stage:
     seconds}`` for each stage the fix touches (FIX_STAGES), that stage's median time over
-    ``repeats`` calls alone, with the fix, on the arguments the step with ``applied`` gives it
-    (:func:`stage_arguments`, or ``arguments`` when the caller has them for ``applied``;
-    floating arrays converted to float32 for the ``float32`` fix). With
-    :func:`predicted_speedup` on the step's profile before the fix, it predicts the gain
-    the A/B then measures."""
+    ``repeats`` calls alone (after one warm-up call: a cache is timed as filled), with the fix,
+    on the arguments the step with ``applied`` gives it (:func:`stage_arguments`, or
+    ``arguments`` when the caller has them for ``applied``; floating arrays converted to float32
+    for the ``float32`` fix). With :func:`predicted_speedup` on the step's profile before the
+    fix, it predicts the gain the A/B then measures."""
     applied, _ = check_fixes(applied), check_fixes((fix,))
     if fix in applied:
         raise ValueError(f"forecast_seconds: {fix!r} is already applied")
@@ -244,10 +244,10 @@ def page_faults(fn: Callable[..., Any], *args: Any, calls: int = 10) -> float | 
     return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - start) / calls
 
 
-def forecast_miss(fix: str, before: Mapping[str, float], forecast: Mapping[str, float],
+def forecast_miss(before: Mapping[str, float], forecast: Mapping[str, float],
                   after: Mapping[str, float], old_step: float, new_step: float
                   ) -> dict[str, float]:
-    """Why a forecast of ``fix`` differs from its A/B, as the two factors whose product is
+    """Why a fix's forecast differs from its A/B, as the two factors whose product is
     forecast ÷ measured speedup, from the profiles ``before`` and ``after`` the fix
     (:func:`stage_seconds`), the ``forecast`` (:func:`forecast_seconds`) and the A/B's median
     step times ``old_step`` and ``new_step``. With P the sum of a profile and F the forecast new
