@@ -86,3 +86,15 @@ def test_leak_check_names_the_cell(tmp_path):
     target.write_text(json.dumps(leaked))
     with pytest.raises(LeakError, match=r"cell \d+ \(\w+\)"):
         check_no_leaks(target, solution)
+
+
+@pytest.mark.parametrize("solution", CHAPTERS, ids=chapter_id)
+def test_every_test_cell_may_fail_in_the_book_without_showing_its_output(solution):
+    """The book executes the student notebooks, whose test cells fail until the exercises are
+    done: each is tagged for myst-nb to expect the exception and hide the output."""
+    cells = json.loads(solution.read_text(encoding="utf-8"))["cells"]
+    wanted = {"raises-exception", "remove-output"}
+    untagged = [cell["metadata"]["nbgrader"]["grade_id"] for cell in cells
+                if cell["cell_type"] == "code" and cell["metadata"].get("nbgrader", {}).get("grade")
+                and not wanted <= set(cell["metadata"].get("tags", []))]
+    assert not untagged, f"{solution.name}: test cells not tagged {sorted(wanted)}: {untagged}"
