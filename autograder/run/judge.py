@@ -229,10 +229,13 @@ class Judge:
             raise KernelError(f"the kernel's answer to {label} is not a handle")
         return answer
 
-    def pick(self, outputs: Kernel, fractions: list[float]) -> Any:
+    def pick(self, outputs: Kernel, fractions: list[float], seed: int, sketches: int) -> Any:
         """The outputs of a :meth:`time_calls` block, each array read at the positions
-        ``floor(u · size)``, u in ``fractions`` (``("sampled", shape, values)``)."""
-        return self._ask(("pick", outputs._ref[1], list(fractions)), "the outputs")
+        ``floor(u · size)``, u in ``fractions``, and projected whole on ``sketches`` vectors
+        of random signs drawn from ``seed`` (``("sampled", type, shape, values, sketch, l1,
+        l2)``, tinyprof.remote)."""
+        return self._ask(("pick", outputs._ref[1], list(fractions), int(seed), int(sketches)),
+                         "the outputs")
 
     def measure_speed(self, candidate: Any, baseline: Callable, make_inputs: Callable,
                       **settings: Any) -> Any:
