@@ -73,8 +73,9 @@ from typing import Any
 
 from . import wire
 
-#: The comm target name the grader's requests arrive on (:func:`listen`).
-COMM_TARGET = "tinyprof.remote"
+#: The comm target name the grader's requests arrive on (:func:`listen`; tinyprof.wire names
+#: the requests for both sides).
+COMM_TARGET = wire.COMM_TARGET
 
 _objects: list[Any] = []        # objects handed to the grader, by number
 _switch: list[Any] = []         # the reference_unavailable() block now open, if any
@@ -125,7 +126,7 @@ def listen() -> str:
     from IPython import get_ipython
 
     get_ipython().kernel.comm_manager.register_target(COMM_TARGET, _opened)
-    return "listening"
+    return wire.LISTENING
 
 
 def _opened(comm: Any, message: dict) -> None:
@@ -146,10 +147,10 @@ def answered(msg_id: str) -> str | None:
 
 def _carry_out(request: tuple, namespace: dict) -> dict:
     kind = request[0]
-    if kind == "get":
+    if kind == wire.GET:
         _, target, attribute = request
         return {"value": encode(getattr(target, attribute))}
-    if kind == "call":
+    if kind == wire.CALL:
         _, target, method, args, kwargs, copy_back = request
         function = target if method is None else getattr(target, method)
         with _watched(True):   # the student's code is checked: the hook follows code
@@ -157,32 +158,32 @@ def _carry_out(request: tuple, namespace: dict) -> dict:
         copied = {str(key): encode(args[key] if isinstance(key, int) else kwargs[key])
                   for key in copy_back}
         return {"value": encode(value), "copied": copied}
-    if kind == "make":
+    if kind == wire.MAKE:
         _, make_inputs, seeds = request
         make = _unswitched(make_inputs)
         made = [make(seed) for seed in seeds]
         return {"value": wire.held([args if isinstance(args, tuple) else (args,)
                                     for args in made], _keep)}
-    if kind == "time":
+    if kind == wire.TIME:
         target, number = request[1], request[2]
         calls, _objects[number] = _objects[number], None
         with _watched(request[3:] == (True,)):   # a warm-up block: checked like a "call"
             outputs = [target(*args) for args in calls]
         return {"value": wire.held(outputs, _keep)}
-    if kind == "pick":
+    if kind == wire.PICK:
         _, number, fractions, seed, sketches = request
         outputs, _objects[number] = _objects[number], None
         return {"value": encode(OutputReader(fractions, seed, sketches).read(outputs))}
-    if kind == "switch":
-        from tinyprof.testing import _Switch
+    if kind == wire.SWITCH:
+        from tinyprof.testing import Switch
 
         _close_switches()   # one left open by a test that was interrupted
 
-        switch = _Switch(tuple(request[1]), namespace)   # hook off: on around each "call"
+        switch = Switch(tuple(request[1]), namespace)   # hook off: on around each "call"
         switch.__enter__()
         _switch.append(switch)
         return {"value": None}
-    if kind == "unswitch":
+    if kind == wire.UNSWITCH:
         _close_switches()
         return {"value": None}
     raise ValueError(f"unknown request {kind!r}")

@@ -57,6 +57,7 @@ from typing import Any, Callable
 import numpy as np
 from jupyter_core.utils import run_sync
 
+from tinyprof import wire
 from tinyprof.timing.speed import (
     MAX_CALLS,
     Sampled,
@@ -115,7 +116,7 @@ class ReferenceKernel:
         self.kc = self.km.client()
         self.kc.start_channels()
         run_sync(self.kc.wait_for_ready)(timeout=START_TIMEOUT_S)
-        self.send("__import__('tinyprof.remote') and None")
+        self.send(wire.IMPORT_REMOTE)
 
     def cpu_seconds(self) -> float:
         return self.km.cpu_seconds()
