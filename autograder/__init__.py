@@ -63,8 +63,11 @@ worker) or the sandbox around a student's kernel. Student code runs only in the 
   or lies about values.
 - ``speed``: a speed test's baseline runs in a clean sandboxed kernel of its own, on fresh inputs
   made here; each side is timed by its kernel's control-group CPU time over whole rounds, read
-  here, and every output is read back at positions drawn after both sides ran. *Threat*: a
-  patched clock, a slowed-down baseline, work hidden in the background, remembered outputs.
+  here; every output is read back at positions, and projected whole on random signs, both
+  drawn after both sides ran, and an output that is not plain data is refused here from what
+  the kernel hands back. *Threat*: a patched clock, a slowed-down baseline, work hidden in the
+  background, remembered outputs, work put off until an output is read (lazy arrays, a thread
+  that fills them late, a replaced reader in the kernel).
 
 ``dispatch/``: who grades each submission, behind one protocol (``Dispatcher`` in ``contract``:
 ``run`` the tasks, ``done`` called in the grading parent for each). ``pool`` keeps ``--jobs``

@@ -12,7 +12,7 @@ import pytest
 from jupyter_client.manager import start_new_kernel
 
 from autograder.run.judge import DEFAULT_PRELUDE, OWN_CLASS, Judge, KernelError, _parse
-from tinyprof.remote import COMM_TARGET
+from tinyprof.wire import COMM_TARGET, LISTEN, read_answered
 
 PRELUDE = DEFAULT_PRELUDE + "\nfrom tinyprof.testing import reference_unavailable"
 
@@ -51,7 +51,7 @@ class Kernel:
         """As the grader's quick route sends a request: on a comm it opens once (after
         tinyprof.remote.listen); the answer from the comm message the kernel sends back."""
         if self.comm_id is None:
-            assert self.send('__import__("tinyprof.remote").remote.listen()') == "'listening'"
+            assert self.send(LISTEN) == "'listening'"
             self.comm_id = uuid.uuid4().hex
             self.client.shell_channel.send(self.client.session.msg("comm_open", {
                 "comm_id": self.comm_id, "target_name": COMM_TARGET, "data": {}}))
@@ -192,9 +192,9 @@ def test_the_last_comm_answer_can_be_read_back_when_its_message_was_lost(kernel)
         "expect(linear_params(3, 4), 16, 'x')", PRELUDE, label="test")
     assert verdict.passed
     last = kernel.quick(_request(("get", ("global", "linear_params"), "__name__")))
-    again = kernel.send(f'__import__("tinyprof.remote").remote.answered({kernel.last!r})')
+    again = kernel.send(read_answered(kernel.last))
     assert again == last and "'" in again
-    assert kernel.send('__import__("tinyprof.remote").remote.answered("not a request")') == \
+    assert kernel.send(read_answered("not a request")) == \
         "None"
 
 

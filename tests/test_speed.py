@@ -9,7 +9,15 @@ import pytest
 import tinyprof as tp
 from tinyprof.faster import pipeline
 from tinyprof.testing import ReferenceUnavailable, expect_faster
-from tinyprof.timing.speed import Sampled, Speedup, choose_calls, first_difference, measure_speedup
+from tinyprof.timing.speed import (
+    ATOL,
+    RTOL,
+    Sampled,
+    Speedup,
+    choose_calls,
+    first_difference,
+    measure_speedup,
+)
 
 
 def test_a_real_fix_is_measured_faster_with_its_interval():
@@ -59,6 +67,54 @@ def test_first_difference_reads_structures_shapes_and_samples():
     assert first_difference(Sampled((2, 3), (5, 1), np.array([5.0, 1.0])), sampled) is None
     message = first_difference(Sampled((2, 3), (5, 1), np.array([5.0, 9.0])), sampled)
     assert message.startswith("output[0, 1] is 9 where the baseline gives 1"), message
+
+
+def _read(value: np.ndarray, seed: int, fractions: list[float]) -> Sampled:
+    """``value`` as the grader reads it back from a kernel (tinyprof.remote's pick request)."""
+    from tinyprof.remote import OutputReader  # the kernel's own reader, run here
+
+    _, _, shape, values, sketch, l1, l2 = OutputReader(fractions, seed, 2).read(value)
+    positions = tuple(int(u * value.size) for u in fractions)
+    return Sampled(shape, positions, np.array(values), np.array(sketch), l1, l2)
+
+
+def test_every_element_enters_the_sketch_and_honest_rounding_stays_within_its_bound():
+    """An output within tolerance everywhere (even at its edge, every sign against it) passes;
+    one element wrong among thousands that were not sampled fails, named by the sketch; the
+    bound follows from rtol and atol (Hoeffding), not from the data."""
+    rng = np.random.default_rng(0)
+    fractions = rng.random(16).tolist()
+    for _ in range(50):
+        want = rng.standard_normal((128, 96))
+        seed = int(rng.integers(0, 2**62))
+        baseline = _read(want, seed, fractions)
+        edge = want + 0.999 * (ATOL + RTOL * np.abs(want)) * np.sign(
+            rng.standard_normal(want.shape))
+        assert first_difference(_read(edge, seed, fractions), baseline) is None
+        assert first_difference(_read(want.astype(np.float32), seed, fractions),
+                                baseline) is None
+        wrong = want.copy()
+        unsampled = next(i for i in range(want.size)
+                         if i not in baseline.positions)
+        wrong.reshape(-1)[unsampled] += 0.5
+        message = first_difference(_read(wrong, seed, fractions), baseline)
+        assert message and "outside the elements read back one by one" in message, message
+    # left uncomputed (zeros) but for the sampled elements: far outside the bound
+    lazy = np.zeros_like(want)
+    lazy.reshape(-1)[list(baseline.positions)] = want.reshape(-1)[list(baseline.positions)]
+    assert "a sum of all its 12,288 elements" in first_difference(_read(lazy, seed, fractions),
+                                                                  baseline)
+
+
+def test_a_baselines_nan_is_matched_by_nan_only():
+    fractions = [0.0, 0.5]
+    want = np.arange(12.0)
+    want[7] = np.nan
+    assert first_difference(_read(want, 3, fractions), _read(want, 3, fractions)) is None
+    finite = want.copy()
+    finite[7] = 1.0
+    assert "outside the elements" in first_difference(_read(finite, 3, fractions),
+                                                      _read(want, 3, fractions))
 
 
 def test_calls_per_block_fill_the_block_within_the_baselines_budget():

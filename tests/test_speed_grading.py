@@ -7,7 +7,11 @@ bubblewrap sandbox with a control group, the baseline in a clean kernel of its o
 cell decided by the judge. The honest fix is several times faster; every cheat must fail the
 2× tier: the baseline handed in as is, a patched clock, a thread or a process that burns CPU
 while the baseline runs, an output remembered across calls, a slowed-down baseline, and a call
-into tinyprof's own fix.
+into tinyprof's own fix. Against issue 39, a ``gelu_with_grad`` timed against
+``pipeline.gelu_slow`` puts its work off until the grader reads its outputs (an ndarray subclass,
+an object with ``__array__``, a background thread, a replaced ``tinyprof.remote`` reader): each
+must fail too, beside an honest GELU that passes; and chapter 08 is graded through ``python -m
+autograder grade`` with issue 39's lazy student beside the solution.
 """
 
 from __future__ import annotations
@@ -138,10 +142,119 @@ CHEATS = {
     "a call into tinyprof's own fix": "fix = tp.faster.fast_step\n",
 }
 
+# --- deferred work: outputs whose work is put off until the grader reads them (issue 39) ------
 
-def grade_cell(student: str, folder: Path) -> dict:
+GELU_TEST = ("from tinyprof.testing import expect_faster\n"
+             "from tinyprof.faster import pipeline\n"
+             "expect_faster(gelu_with_grad, pipeline.gelu_slow, pipeline.make_activations, "
+             "at_least=1.5)")
+#: The student's GELU written exactly as slowly as ``pipeline.gelu_slow``.
+GELU_SLOW = """
+def slow_gelu(h):
+    t = np.tanh(C * (h + 0.044715 * h ** 3))
+    y = 0.5 * h * (1 + t)
+    dy = 0.5 * (1 + t) + 0.5 * h * (1 - t ** 2) * C * (1 + 3 * 0.044715 * h ** 2)
+    return y, dy
+"""
+#: The honest classmate: x³ as two multiplies, the work in place in three buffers.
+GELU_HONEST = """
+def gelu_with_grad(h):
+    x2 = h * h
+    t = x2 * 0.044715
+    t += 1
+    t *= h
+    t *= C
+    np.tanh(t, out=t)
+    dy = t * t
+    np.subtract(1, dy, out=dy)
+    dy *= h
+    dy *= 0.5 * C
+    x2 *= 3 * 0.044715
+    x2 += 1
+    dy *= x2
+    t += 1
+    t *= 0.5
+    dy += t
+    t *= h
+    return t, dy
+"""
+#: Outputs that are never computed: reading an element computes that element (issue 39's
+#: student, who got 2 of 2 when the grader read back only 256 elements of each output).
+LAZY = GELU_SLOW + """
+class Lazy(np.ndarray):
+    def __array_finalize__(self, obj):
+        self.source = getattr(obj, "source", None)
+        self.part = getattr(obj, "part", 0)
+
+    def __getitem__(self, key):
+        if self.source is not None and self.ndim == 1:
+            return slow_gelu(self.source.reshape(-1)[key])[self.part]
+        return super().__getitem__(key)
+
+def gelu_with_grad(h):
+    out = []
+    for part in (0, 1):
+        lazy = np.empty(h.shape, h.dtype).view(Lazy)
+        lazy.source, lazy.part = h, part
+        out.append(lazy)
+    return tuple(out)
+"""
+DEFERRED = {
+    "an ndarray subclass that computes an element when it is read": LAZY,
+    "an object with __array__ that computes when it is read": GELU_SLOW + """
+class Deferred:
+    def __init__(self, h, part):
+        self.h, self.part, self.shape, self.dtype = h, part, h.shape, h.dtype
+
+    def __array__(self, dtype=None, copy=None):
+        return slow_gelu(self.h)[self.part]
+
+def gelu_with_grad(h):
+    return Deferred(h, 0), Deferred(h, 1)
+""",
+    "a thread that fills the outputs after the calls": GELU_SLOW + """
+import queue, threading
+jobs = queue.Queue()
+def work():
+    while True:
+        h, y, dy = jobs.get()
+        y[...], dy[...] = slow_gelu(h)
+threading.Thread(target=work, daemon=True).start()
+
+def gelu_with_grad(h):
+    y, dy = np.empty_like(h), np.empty_like(h)
+    jobs.put((h, y, dy))
+    return y, dy
+""",
+    # the kernel's reader replaced: it turns the lazy outputs into plain arrays when read
+    "a replaced tinyprof.remote reader that computes the outputs when read": LAZY + """
+import tinyprof.remote as remote
+_read = remote.OutputReader.read
+def read(self, value, depth=0):
+    if isinstance(value, Lazy):
+        value = np.asarray(slow_gelu(value.source)[value.part])
+    return _read(self, value, depth)
+remote.OutputReader.read = read
+""",
+    # ... or computes only the elements it is asked for and leaves the others at zero
+    "a replaced tinyprof.remote reader that computes only the sampled elements": LAZY + """
+import tinyprof.remote as remote
+_read = remote.OutputReader.read
+def read(self, value, depth=0):
+    if isinstance(value, Lazy):
+        flat = np.zeros(value.size)
+        picks = [int(u * value.size) for u in self.fractions]
+        flat[picks] = value.reshape(-1)[picks]
+        value = flat.reshape(value.shape)
+    return _read(self, value, depth)
+remote.OutputReader.read = read
+""",
+}
+
+
+def grade_cell(student: str, folder: Path, test_source: str = TEST) -> dict:
     """The grader's record of the speed test cell of a notebook whose answer is ``student``."""
-    test = new_code_cell(TEST)
+    test = new_code_cell(test_source)
     test.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": "speed",
                                  "points": 1, "locked": True, "schema_version": 3}
     nb = new_notebook(cells=[new_code_cell(SETUP + student), test])
@@ -168,6 +281,32 @@ def test_no_cheat_gains_the_speed_point(cheat, tmp_path):
     message = record["verdict"]["message"]
     expected = {"an output remembered across calls": "call 2 (fresh inputs)",
                 "a call into tinyprof's own fix": "switched off"}.get(cheat, "not 2× faster")
+    assert expected in message, (cheat, message)
+
+
+def test_an_honest_gelu_reaches_its_tier_and_its_slow_twin_does_not(tmp_path):
+    honest = grade_cell(GELU_HONEST, tmp_path, GELU_TEST)
+    assert honest["verdict"]["passed"], honest
+    twin = grade_cell(GELU_SLOW + "gelu_with_grad = slow_gelu\n", tmp_path, GELU_TEST)
+    assert not twin["verdict"]["passed"], twin
+    assert "not 1.5× faster" in twin["verdict"]["message"], twin
+
+
+@pytest.mark.parametrize("cheat", sorted(DEFERRED))
+def test_no_deferred_work_gains_the_speed_point(cheat, tmp_path):
+    """Every element of every output enters the check (a random projection of all of them,
+    drawn after the block), so work put off until the grader reads an output is done inside
+    the round, where it is charged, or the output is wrong; and what is not a plain array is
+    refused, decided on the grader's side."""
+    record = grade_cell(DEFERRED[cheat], tmp_path, GELU_TEST)
+    assert not record["verdict"]["passed"], (cheat, record)
+    message = record["verdict"]["message"]
+    expected = {"an ndarray subclass that computes an element when it is read":
+                "is a __main__.Lazy; a speed test takes plain numpy arrays",
+                "an object with __array__ that computes when it is read":
+                "is a __main__.Deferred; a speed test takes plain numpy arrays",
+                "a replaced tinyprof.remote reader that computes only the sampled elements":
+                "outside the elements read back one by one"}.get(cheat, "")
     assert expected in message, (cheat, message)
 
 
@@ -253,12 +392,35 @@ def _with(**answers: str) -> dict[str, str]:
     return {**samples.solutions(CHAPTER, NOTEBOOK), **answers}
 
 
+#: Issue 39's student: outside a burst of back-to-back calls its GELU computes in full (so the
+#: chapter's visible and hidden checks pass); inside one (the grader's timed block) it returns
+#: LAZY's outputs, which compute an element only when it is read.
+BURST = """
+import time
+C = float(np.sqrt(2 / np.pi))
+""" + LAZY.replace("def gelu_with_grad(h):", "def lazy_gelu(h):") + """
+_last = [0.0]
+def gelu_with_grad(h):
+    now, before = time.perf_counter(), _last[0]
+    _last[0] = now
+    return lazy_gelu(h) if now - before < 0.01 else slow_gelu(h)
+"""
+
+
+def _lazy() -> dict[str, str]:
+    """The solution with ``gelu_with_grad`` replaced by issue 39's lazy student's."""
+    answers = samples.solutions(CHAPTER, NOTEBOOK)
+    cell = next(gid for gid, code in answers.items() if "def gelu_with_grad" in code)
+    return {**answers, cell: BURST}
+
+
 @pytest.fixture(scope="module")
 def chapter(tmp_path_factory) -> dict[str, dict]:
     root = tmp_path_factory.mktemp("speed08")
     cohort = {"ada": samples.solutions(CHAPTER, NOTEBOOK), "blank": {}, "asis": _as_is(),
               "loops": _with(load_batch=LOOP_LOAD, smoothed_loss=ROW_LOSS),
-              "f32": _with(gelu_with_grad=FLOAT32_GELU)}
+              "f32": _with(gelu_with_grad=FLOAT32_GELU),
+              "lazy": _lazy()}
     for student, answers in cohort.items():
         folder = root / "in" / student / CHAPTER
         folder.mkdir(parents=True)
@@ -299,3 +461,8 @@ def test_chapter_08_loops_lose_their_speed_points_and_float32_is_named(chapter):
     assert float(f32["test_gelu_with_grad"] or 0) == 0, f32
     assert "not in h's dtype" in f32["feedback"], f32["feedback"][-2000:]
     assert float(blank["auto_score"] or 0) == 0, blank
+
+
+def test_chapter_08_gelu_speed_points_go_to_no_output_computed_only_when_read(chapter):
+    assert float(chapter["ada"]["speed_gelu_with_grad"]) > 0, chapter["ada"]
+    assert float(chapter["lazy"]["speed_gelu_with_grad"] or 0) == 0, chapter["lazy"]

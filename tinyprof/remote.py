@@ -37,11 +37,21 @@ A request (a tuple) is one of
   go: the block of calls whose CPU time the grader reads from outside
   (``tinyprof.testing.expect_faster``); never under the profile hook, except a warm-up block
   the grader asks for with a fourth element ``True`` (its time is not used);
-- ``("pick", n, fractions)``: the outputs of object n (a ``time`` answer), with each array
-  replaced by its elements at the flat positions ``floor(u · size)`` for each u of
-  ``fractions``, drawn by the grader after the block ran: ``("sampled", shape, values)`` (a
-  list of floats), so
-  that checking an output costs little; the outputs are then let go.
+- ``("pick", n, fractions, seed, sketches)``: the outputs of object n (a ``time`` answer),
+  each plain numpy array (exact type ``np.ndarray``, a numeric dtype) replaced by
+  ``("sampled", "numpy.ndarray", shape, values, sketch, l1, l2)``: its elements at the flat
+  positions ``floor(u · size)`` for each u of ``fractions`` (``values``, floats); ``sketches``
+  random projections of all its elements, ``sketch[j] = Σ_i r_ji · x_i`` in float64, with
+  random signs ``r_ji = ±1`` drawn from ``default_rng([seed, k])`` for the k-th array of the
+  answer (one bit of ``bytes`` each, in chunks of ``OutputReader.CHUNK`` elements); and
+  ``l1 = Σ_i |x_i|``, ``l2 = Σ_i x_i²``, which the grader's bound needs
+  (``tinyprof.timing.speed.Sampled``). ``fractions`` and ``seed`` are drawn by the grader
+  after the block ran, so a sample names an element that differs and the sketch makes every
+  element count: whatever work an output put off is done here, inside the round the grader
+  charges. Anything that is not such an array, a number, None, a string or a list, tuple or
+  dict of them is reported as ``("refused", "module.Class")`` (an ndarray subclass, an
+  object with ``__array__``: things that can put off their work until read). The grader
+  decides from what it gets back, never from this code alone; the outputs are then let go.
 
 Targets inside a request are pickled as persistent ids: ``("global", name)`` is the notebook's
 global ``name``; ``("object", n)`` is an object an earlier answer handed over by number. So the
@@ -63,8 +73,9 @@ from typing import Any
 
 from . import wire
 
-#: The comm target name the grader's requests arrive on (:func:`listen`).
-COMM_TARGET = "tinyprof.remote"
+#: The comm target name the grader's requests arrive on (:func:`listen`; tinyprof.wire names
+#: the requests for both sides).
+COMM_TARGET = wire.COMM_TARGET
 
 _objects: list[Any] = []        # objects handed to the grader, by number
 _switch: list[Any] = []         # the reference_unavailable() block now open, if any
@@ -115,7 +126,7 @@ def listen() -> str:
     from IPython import get_ipython
 
     get_ipython().kernel.comm_manager.register_target(COMM_TARGET, _opened)
-    return "listening"
+    return wire.LISTENING
 
 
 def _opened(comm: Any, message: dict) -> None:
@@ -136,10 +147,10 @@ def answered(msg_id: str) -> str | None:
 
 def _carry_out(request: tuple, namespace: dict) -> dict:
     kind = request[0]
-    if kind == "get":
+    if kind == wire.GET:
         _, target, attribute = request
         return {"value": encode(getattr(target, attribute))}
-    if kind == "call":
+    if kind == wire.CALL:
         _, target, method, args, kwargs, copy_back = request
         function = target if method is None else getattr(target, method)
         with _watched(True):   # the student's code is checked: the hook follows code
@@ -147,32 +158,32 @@ def _carry_out(request: tuple, namespace: dict) -> dict:
         copied = {str(key): encode(args[key] if isinstance(key, int) else kwargs[key])
                   for key in copy_back}
         return {"value": encode(value), "copied": copied}
-    if kind == "make":
+    if kind == wire.MAKE:
         _, make_inputs, seeds = request
         make = _unswitched(make_inputs)
         made = [make(seed) for seed in seeds]
         return {"value": wire.held([args if isinstance(args, tuple) else (args,)
                                     for args in made], _keep)}
-    if kind == "time":
+    if kind == wire.TIME:
         target, number = request[1], request[2]
         calls, _objects[number] = _objects[number], None
         with _watched(request[3:] == (True,)):   # a warm-up block: checked like a "call"
             outputs = [target(*args) for args in calls]
         return {"value": wire.held(outputs, _keep)}
-    if kind == "pick":
-        _, number, fractions = request
+    if kind == wire.PICK:
+        _, number, fractions, seed, sketches = request
         outputs, _objects[number] = _objects[number], None
-        return {"value": encode(_sampled(outputs, fractions))}
-    if kind == "switch":
-        from tinyprof.testing import _Switch
+        return {"value": encode(OutputReader(fractions, seed, sketches).read(outputs))}
+    if kind == wire.SWITCH:
+        from tinyprof.testing import Switch
 
         _close_switches()   # one left open by a test that was interrupted
 
-        switch = _Switch(tuple(request[1]), namespace)   # hook off: on around each "call"
+        switch = Switch(tuple(request[1]), namespace)   # hook off: on around each "call"
         switch.__enter__()
         _switch.append(switch)
         return {"value": None}
-    if kind == "unswitch":
+    if kind == wire.UNSWITCH:
         _close_switches()
         return {"value": None}
     raise ValueError(f"unknown request {kind!r}")
@@ -196,24 +207,61 @@ def _unswitched(function: Any) -> Any:
     return original if callable(original) else function
 
 
-def _sampled(value: Any, fractions: list, depth: int = 0) -> Any:
-    """``value`` with each numeric numpy array replaced by ``("sampled", shape, elements at
-    floor(u · size) for u in fractions)`` (float64); containers item by item."""
-    import sys
+class OutputReader:
+    """Reads a block's outputs back for the grader (the ``pick`` request, module docstring)."""
 
-    numpy = sys.modules.get("numpy")
-    if depth > wire.MAX_DEPTH:
-        return value
-    if isinstance(value, (list, tuple)):
-        items = [_sampled(item, fractions, depth + 1) for item in value]
-        return items if isinstance(value, list) else tuple(items)
-    if isinstance(value, dict):
-        return {key: _sampled(item, fractions, depth + 1) for key, item in value.items()}
-    if numpy is not None and isinstance(value, numpy.ndarray) and value.dtype.kind in "biuf":
+    #: Elements projected at a time (bounds the memory of the signs and the buffer).
+    CHUNK = 1 << 16
+
+    def __init__(self, fractions: list, seed: int, sketches: int):
+        self.fractions, self.seed, self.sketches = fractions, seed, sketches
+        self.arrays = 0   # arrays read so far: the k of default_rng([seed, k])
+
+    def read(self, value: Any, depth: int = 0) -> Any:
+        import sys
+
+        numpy = sys.modules.get("numpy")
+        kind = type(value)
+        if value is None or kind in (bool, int, float, complex, str):
+            return value
+        if depth <= wire.MAX_DEPTH and kind in (list, tuple):
+            items = [self.read(item, depth + 1) for item in value]
+            return items if kind is list else tuple(items)
+        if depth <= wire.MAX_DEPTH and kind is dict:
+            return {key: self.read(item, depth + 1) for key, item in value.items()}
+        if numpy is not None and kind is numpy.ndarray and value.dtype.kind in "biuf":
+            return self._array(numpy, value)
+        if numpy is not None and isinstance(value, numpy.generic) and \
+                kind.__module__ == "numpy" and not value.dtype.hasobject:
+            return value
+        return ("refused", _type_name(kind))
+
+    def _array(self, numpy: Any, value: Any) -> tuple:
         flat = value.reshape(-1)
-        positions = [int(u * flat.size) for u in fractions] if flat.size else []
-        return ("sampled", tuple(value.shape), flat[positions].astype(float).tolist())
-    return value
+        positions = [int(u * flat.size) for u in self.fractions] if flat.size else []
+        rng = numpy.random.default_rng([self.seed, self.arrays])
+        self.arrays += 1
+        # each chunk copied into one float64 buffer, then the same work whatever the dtype:
+        # reading costs a float32 output what it costs a float64 one
+        buffer = numpy.empty(min(flat.size, self.CHUNK))
+        sketch, l1, l2 = numpy.zeros(self.sketches), 0.0, 0.0
+        for start in range(0, flat.size, self.CHUNK):
+            part = buffer[:min(self.CHUNK, flat.size - start)]
+            numpy.copyto(part, flat[start:start + part.size])
+            count = self.sketches * part.size   # random signs: one bit each
+            bits = numpy.unpackbits(numpy.frombuffer(rng.bytes(-(-count // 8)), numpy.uint8),
+                                    count=count).reshape(self.sketches, part.size)
+            total = part.sum()
+            sketch += 2 * (bits.astype(numpy.float64) @ part) - total   # Σ (2b − 1)·x
+            l1 += float(numpy.abs(part).sum())
+            l2 += float(part @ part)
+        return ("sampled", _type_name(type(value)), tuple(value.shape),
+                flat[positions].astype(float).tolist(), sketch.tolist(), l1, l2)
+
+
+def _type_name(kind: type) -> str:
+    """``module.Class``: how an output's type is reported to the grader."""
+    return f"{kind.__module__}.{kind.__qualname__}"
 
 
 def _close_switches() -> None:
@@ -233,4 +281,4 @@ def _keep(value: Any) -> int:
     return len(_objects) - 1
 
 
-__all__ = ["COMM_TARGET", "answer", "answered", "encode", "listen"]
+__all__ = ["COMM_TARGET", "OutputReader", "answer", "answered", "encode", "listen"]

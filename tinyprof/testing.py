@@ -255,7 +255,7 @@ def _speed_here(candidate: Callable, baseline: Callable, make_inputs: Callable[[
         return _SPEED[key][1]
     args = make_inputs(2**40)
     want = baseline(*args)
-    with _Switch((), namespace, watch=True):
+    with Switch((), namespace, watch=True):
         got = candidate(*args)
     found = first_difference(got, want, rtol, atol)
     if found:
@@ -571,7 +571,7 @@ class _Watching:
                 "instructor to review")
 
 
-class _Switch:
+class Switch:
     """The context manager reference_unavailable() returns. With ``watch``, the profile hook
     (:class:`_Watch`) is on inside the block too; the grader's requests (tinyprof.remote)
     turn it on around each call instead, and leave it off around speed measurements."""
@@ -738,7 +738,7 @@ def reference_unavailable(*extra: str, namespace: dict | None = None) -> Any:
     block is opened in the student's kernel around the calls the test makes there, and nothing
     is switched off here."""
     judge = _JUDGE.get()
-    return _Switch(extra, namespace, watch=True) if judge is None else judge.switch(extra)
+    return Switch(extra, namespace, watch=True) if judge is None else judge.switch(extra)
 
 
 # --- the runtime check -----------------------------------------------------------------------

@@ -32,6 +32,11 @@ Nothing the kernel sends is trusted. Decoding never unpickles, reads at most
 :data:`MAX_ANSWER_CHARS` characters, refuses nesting deeper than :data:`MAX_DECODE_DEPTH`, and
 reads arrays with ``allow_pickle=False``; anything else is :class:`Malformed`, whose message
 the grader completes with what was asked ("the kernel's answer to f " + message).
+
+**The requests** (their vocabulary, for both sides: :data:`COMM_TARGET`, the kinds in
+:data:`REQUESTS`, and the expressions the grader has a kernel evaluate, :func:`answer_request`,
+:data:`LISTEN`, :func:`read_answered`, :data:`IMPORT_REMOTE`) are carried out by
+:mod:`tinyprof.remote`, whose docstring says what each kind does.
 """
 
 from __future__ import annotations
@@ -52,6 +57,38 @@ MAX_ANSWER_CHARS = 8_000_000
 MAX_DECODE_DEPTH = 64
 
 _QUOTED_BASE64 = re.compile(r"'([A-Za-z0-9+/=]*)'")
+
+
+# -- the requests: what the grader may ask a kernel, named once for both sides ------------------
+
+#: The comm target the grader's requests arrive on (``tinyprof.remote.listen``).
+COMM_TARGET = "tinyprof.remote"
+GET, CALL, SWITCH, UNSWITCH = "get", "call", "switch", "unswitch"
+MAKE, TIME, PICK = "make", "time", "pick"
+#: Every kind of request (the first item of a request's tuple).
+REQUESTS = frozenset({GET, CALL, SWITCH, UNSWITCH, MAKE, TIME, PICK})
+#: Requests that check the student's code: they take the comm where the kernel listens on it.
+#: Those a speed test times (MAKE, TIME, PICK) always go as execute requests, in both kernels.
+QUICK_REQUESTS = frozenset({GET, CALL, SWITCH, UNSWITCH})
+#: The expression that has a kernel take requests on the comm too; its value is
+#: ``repr(LISTENING)``.
+LISTEN = '__import__("tinyprof.remote").remote.listen()'
+LISTENING = "listening"
+#: The expression a clean kernel evaluates first: the grader's side of the wire loaded.
+IMPORT_REMOTE = "__import__('tinyprof.remote') and None"
+
+
+def answer_request(payload: str) -> str:
+    """The expression that has a kernel carry out one request (``payload``: base64 of its
+    pickle, made by the grader)."""
+    return f'__import__("tinyprof.remote").remote.answer("{payload}")'
+
+
+def read_answered(msg_id: str) -> str:
+    """The expression that reads back the answer to comm request ``msg_id``, when the kernel
+    went idle without the grader seeing it."""
+    return f'__import__("tinyprof.remote").remote.answered({msg_id!r})'
+
 
 
 class Malformed(ValueError):
@@ -164,5 +201,7 @@ def _load_npy(text: str) -> Any:
         raise Malformed("holds a malformed array") from None
 
 
-__all__ = ["MAX_ANSWER_CHARS", "MAX_DECODE_DEPTH", "MAX_DEPTH", "Malformed", "decode", "encode",
-           "frame", "held", "unframe"]
+__all__ = ["CALL", "COMM_TARGET", "GET", "IMPORT_REMOTE", "LISTEN", "LISTENING", "MAKE",
+           "MAX_ANSWER_CHARS", "MAX_DECODE_DEPTH", "MAX_DEPTH", "Malformed", "PICK",
+           "QUICK_REQUESTS", "REQUESTS", "SWITCH", "TIME", "UNSWITCH", "answer_request",
+           "decode", "encode", "frame", "held", "read_answered", "unframe"]

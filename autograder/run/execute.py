@@ -46,7 +46,13 @@ from nbformat import NotebookNode
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Float, Integer, List, Unicode
 
-from tinyprof.remote import COMM_TARGET
+from tinyprof.wire import (
+    COMM_TARGET,
+    LISTEN,
+    LISTENING,
+    answer_request,
+    read_answered,
+)
 
 from ..cells import DIED_ENAME, NOT_RUN_ENAME, TIMEOUT_ENAME, is_answer, is_test, source
 from ..kernel.sandbox import SandboxedKernelManager, describe_exit
@@ -370,16 +376,14 @@ class GraderExecute(Execute):
         return self._asked(self._async_request, expression, cleanup)
 
     def _ask_quick(self, request: str, cleanup: bool = False) -> str | None:
-        """The judge's quick route (judge.QUICK_REQUESTS): ``request`` (base64 of its pickle)
-        as a message on the comm the grader opens in each kernel (tinyprof.remote.listen),
+        """The judge's quick route (tinyprof.wire.QUICK_REQUESTS): ``request`` (base64 of its
+        pickle) as a message on the comm the grader opens in each kernel (tinyprof.remote.listen),
         which costs the kernel no IPython execution and no stream flushes; limits as for
         :meth:`_ask_kernel`. The answer comes back on IOPub; if the kernel goes idle without
         it (a message lost), it is read back once by an execute request. A kernel that does
         not listen gets every request by :meth:`_ask_kernel`."""
-        from .judge import _CALL
-
         if not self._listening():
-            return self._ask_kernel(_CALL.format(request), cleanup)
+            return self._ask_kernel(answer_request(request), cleanup)
         return self._asked(self._async_comm_request, request, cleanup)
 
     def _listening(self) -> bool:
@@ -387,8 +391,8 @@ class GraderExecute(Execute):
         opened, at the first quick request to each kernel."""
         if self._comm_client is not self.kc:
             self._comm_client, self._comm_id = self.kc, None
-            text = self._ask_kernel('__import__("tinyprof.remote").remote.listen()')
-            if text == repr("listening"):
+            text = self._ask_kernel(LISTEN)
+            if text == repr(LISTENING):
                 comm_id = uuid.uuid4().hex
                 self.kc.shell_channel.send(self.kc.session.msg("comm_open", {
                     "comm_id": comm_id, "target_name": COMM_TARGET, "data": {}}))
@@ -426,8 +430,7 @@ class GraderExecute(Execute):
                 raise SlowCell(index, test["cpu"], self.timeout * self._scale)
             raise TestTimedOut(self._test_limit_message(False))
         if reply.lost is not None:
-            return self._ask_kernel(f'__import__("tinyprof.remote").remote.answered('
-                                    f'{reply.lost!r})', cleanup)
+            return self._ask_kernel(read_answered(reply.lost), cleanup)
         return reply.text
 
     async def _async_request(self, expression: str, cpu_budget: float,

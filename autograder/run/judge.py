@@ -51,10 +51,6 @@ TAMPERED = ("the runtime check in the student's kernel found test machinery chan
 #: A failure message longer than this is cut.
 MAX_MESSAGE_CHARS = 1_200
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,79}")
-_CALL = '__import__("tinyprof.remote").remote.answer("{}")'
-#: Requests that check the student's code: sent by the judge's ``quick`` route where it has one.
-#: Those a speed test times ("make", "time", "pick") always take ``send``, in both kernels.
-QUICK_REQUESTS = frozenset({"get", "call", "switch", "unswitch"})
 
 
 #: What a test may use when the instructor's notebook cannot be read.
@@ -146,7 +142,7 @@ class Judge:
     """Runs test cells here; ``send(expression, cleanup)`` has the kernel evaluate one
     expression and returns the ``text/plain`` of its value (None when it gave none);
     ``cleanup`` requests are sent even when the test's time is up. ``quick(request,
-    cleanup)``, where given, carries the :data:`QUICK_REQUESTS` by a cheaper route (the
+    cleanup)``, where given, carries ``tinyprof.wire.QUICK_REQUESTS`` by a cheaper route (the
     grader's comm, tinyprof.remote.listen): it takes the request itself (base64 of its
     pickle) and returns the same text."""
 
@@ -193,7 +189,7 @@ class Judge:
     # -- requests ---------------------------------------------------------------------------
 
     def get(self, target: Kernel, name: str) -> Any:
-        return self._ask(("get", target, name), f"{target._label}.{name}")
+        return self._ask((wire.GET, target, name), f"{target._label}.{name}")
 
     def call(self, target: Kernel, method: str | None, args: tuple, kwargs: dict) -> Any:
         """``target(*args, **kwargs)`` (or ``target.method(...)``) in the kernel; lists, dicts
@@ -202,7 +198,7 @@ class Judge:
         copy_back = [i for i, a in enumerate(args) if isinstance(a, mutable)] + \
             [k for k, a in kwargs.items() if isinstance(a, mutable)]
         label = target._label if method is None else f"{target._label}.{method}"
-        answer = self._ask(("call", target, method, tuple(args), dict(kwargs), copy_back),
+        answer = self._ask((wire.CALL, target, method, tuple(args), dict(kwargs), copy_back),
                            label, whole=True)
         for key, state in answer.get("copied", {}).items():
             original = args[int(key)] if key.isdigit() else kwargs.get(key)
@@ -211,7 +207,7 @@ class Judge:
 
     def make(self, make_inputs: Callable, seeds: list[int]) -> Kernel:
         """``make_inputs(seed)`` for each seed, made and kept in the kernel; their handle."""
-        return self._handle(self._ask(("make", make_inputs, list(seeds)), "the inputs"),
+        return self._handle(self._ask((wire.MAKE, make_inputs, list(seeds)), "the inputs"),
                             "the inputs")
 
     def time_calls(self, target: Any, calls: Kernel, watched: bool = False) -> Kernel:
@@ -220,7 +216,7 @@ class Judge:
         ``watched``: under the switch's profile hook, as a "call" is (for a block whose time
         is not used: the hook slows every Python call)."""
         label = getattr(target, "_label", None) or getattr(target, "__name__", "the function")
-        request = ("time", target, calls._ref[1]) + ((True,) if watched else ())
+        request = (wire.TIME, target, calls._ref[1]) + ((True,) if watched else ())
         return self._handle(self._ask(request, label), label)
 
     @staticmethod
@@ -229,10 +225,13 @@ class Judge:
             raise KernelError(f"the kernel's answer to {label} is not a handle")
         return answer
 
-    def pick(self, outputs: Kernel, fractions: list[float]) -> Any:
+    def pick(self, outputs: Kernel, fractions: list[float], seed: int, sketches: int) -> Any:
         """The outputs of a :meth:`time_calls` block, each array read at the positions
-        ``floor(u · size)``, u in ``fractions`` (``("sampled", shape, values)``)."""
-        return self._ask(("pick", outputs._ref[1], list(fractions)), "the outputs")
+        ``floor(u · size)``, u in ``fractions``, and projected whole on ``sketches`` vectors
+        of random signs drawn from ``seed`` (``("sampled", type, shape, values, sketch, l1,
+        l2)``, tinyprof.remote)."""
+        return self._ask((wire.PICK, outputs._ref[1], list(fractions), int(seed), int(sketches)),
+                         "the outputs")
 
     def measure_speed(self, candidate: Any, baseline: Callable, make_inputs: Callable,
                       **settings: Any) -> Any:
@@ -261,7 +260,7 @@ class Judge:
     def switch(self, extra: tuple[str, ...]) -> Iterator[None]:
         """``reference_unavailable(*extra)`` opened in the kernel for the calls in the block."""
         self._extras.update(extra)
-        self._ask(("switch", tuple(extra)), "reference_unavailable")
+        self._ask((wire.SWITCH, tuple(extra)), "reference_unavailable")
         try:
             yield
         except BaseException:
@@ -275,7 +274,7 @@ class Judge:
         if self.broken:
             return
         try:
-            self._ask(("unswitch",), "reference_unavailable", cleanup=True)
+            self._ask((wire.UNSWITCH,), "reference_unavailable", cleanup=True)
         except Interrupted:
             if not quiet:
                 raise
@@ -284,10 +283,10 @@ class Judge:
              cleanup: bool = False) -> Any:
         payload = base64.b64encode(_pickle(request)).decode("ascii")
         try:
-            if self.quick is not None and request[0] in QUICK_REQUESTS:
+            if self.quick is not None and request[0] in wire.QUICK_REQUESTS:
                 text = self.quick(payload, cleanup)
             else:
-                text = self.send(_CALL.format(payload), cleanup)
+                text = self.send(wire.answer_request(payload), cleanup)
         except self.fatal:
             self.broken = True
             raise

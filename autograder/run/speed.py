@@ -16,15 +16,23 @@ patched clock, a slowed-down baseline, work done while the other side is timed).
   a random order, by the CPU time of each kernel's control group, read by the grader (all the
   kernel's processes and threads). A side is charged its block less what a block request of
   no calls costs the clean kernel (the request's own handling, the same on both sides), and
-  the candidate also whatever the rest of a round (making the inputs, handing back samples of
-  the outputs, waiting while the other side runs) typically cost its kernel beyond what the
+  the candidate also whatever the rest of a round (making the inputs, reading the outputs
+  back, waiting while the other side runs) typically cost its kernel beyond what the
   same requests cost the clean kernel (the median over the rounds): work done in the
   background, or before or after the block, is charged to its kernel. Without control groups
   it is each kernel's process tree, read from ``/proc``; the printed method says which.
-- **Every output checked.** After each block, the grader draws positions and reads every output
-  array back at those positions (``tinyprof.remote``'s ``pick``): a side that skipped work
-  cannot know in advance which elements are read. The candidate's outputs must match the
-  baseline's on the same inputs (:func:`tinyprof.timing.speed.first_difference`).
+- **Every element of every output checked.** After each block, the grader draws positions and
+  a seed, and each kernel reads every output array back at those positions and projects all
+  its elements on :data:`SKETCHES` random weight vectors drawn from the seed (``pick``,
+  :mod:`tinyprof.remote`): a side that skipped work cannot know in advance which elements are
+  read, and work an output put off (computed when read, by a thread, by a replaced reader) is
+  done inside the round, where the rest's excess is charged, or the output is wrong. The
+  candidate's samples must match the baseline's on the same inputs, and its projections lie
+  within the bound that follows from the tolerance (``first_difference`` and ``Sampled`` of
+  :mod:`tinyprof.timing.speed`). Outputs that are not plain
+  data (exact ``np.ndarray``, numbers, containers of them) are refused, decided here from what
+  the kernel hands back (:func:`_refusal`), never from the kernel's code, which the student
+  can replace.
 - **tinyprof switched off** in the student's kernel for the whole measurement (the switch of
   ``reference_unavailable``), so that the candidate cannot call the library's fixed version;
   its first (warm-up) block, whose time is not used, also runs under the switch's profile hook,
@@ -49,6 +57,7 @@ from typing import Any, Callable
 import numpy as np
 from jupyter_core.utils import run_sync
 
+from tinyprof import wire
 from tinyprof.timing.speed import (
     MAX_CALLS,
     Sampled,
@@ -58,8 +67,13 @@ from tinyprof.timing.speed import (
     qualified_name,
 )
 
-#: Elements read back from each output array per call.
+#: Elements read back from each output array per call (they name an element that differs).
 PICKS = 256
+#: Random projections of all of each output array's elements read back per call (every
+#: element enters the check: work an output put off is done when they are computed).
+SKETCHES = 1
+#: The one type of array a speed test's output may hold, as the kernel names it.
+PLAIN_ARRAY = "numpy.ndarray"
 #: Seconds the clean kernel may take for one request (the library's own code: a backstop only).
 REFERENCE_WALL_S = 300.0
 START_TIMEOUT_S = 120.0
@@ -102,7 +116,7 @@ class ReferenceKernel:
         self.kc = self.km.client()
         self.kc.start_channels()
         run_sync(self.kc.wait_for_ready)(timeout=START_TIMEOUT_S)
-        self.send("__import__('tinyprof.remote') and None")
+        self.send(wire.IMPORT_REMOTE)
 
     def cpu_seconds(self) -> float:
         return self.km.cpu_seconds()
@@ -240,9 +254,15 @@ class SpeedBench:
                                              and side == "candidate")
             block[side] = clocks[side]() - before
         fractions = rng.random(PICKS).tolist()   # drawn once both blocks have run
-        picked = {side: _positions(sides[side][0].pick(outputs[side], fractions), fractions)
+        seed = int(rng.integers(0, 2**62))
+        picked = {side: _read_back(sides[side][0].pick(outputs[side], fractions, seed, SKETCHES),
+                                   fractions)
                   for side in outputs}
         whole = {side: clock() - start[side] for side, clock in clocks.items()}
+        for side in ("baseline", "candidate"):
+            refused = _refusal(picked[side], made)
+            if refused:
+                raise AssertionError(refused)
         check_outputs(picked["candidate"], picked["baseline"], made, rtol, atol)
         return {side: {"block": block[side], "rest": whole[side] - block[side]}
                 for side in clocks}
@@ -263,28 +283,76 @@ def charged(spent: list[dict[str, dict[str, float]]], side: str, tare: float) ->
     return [max(times[side]["block"] - tare, MIN_SECONDS) + extra for times in spent]
 
 
-def _positions(value: Any, fractions: list[float]) -> Any:
-    """An answer to ``pick`` with each ``("sampled", shape, values)`` as a Sampled whose
-    positions the grader computes itself from the shape (the kernel's claim is not used)."""
-    if isinstance(value, tuple) and len(value) == 3 and value[0] == "sampled" and \
-            isinstance(value[1], tuple) and isinstance(value[2], list):
-        shape = tuple(int(d) for d in value[1])
-        size = math.prod(shape)
-        positions = tuple(int(u * size) for u in fractions) if size else ()
-        from .judge import KernelError
+class _Refused:
+    """An output the kernel could not read back as plain data: its type, as the kernel named
+    it, or None for an object the kernel kept (a handle)."""
 
+    def __init__(self, type_name: str | None):
+        self.type_name = type_name
+
+
+def _read_back(value: Any, fractions: list[float]) -> Any:
+    """An answer to ``pick`` with each ``("sampled", "numpy.ndarray", shape, values, sketch,
+    l1, l2)`` as a Sampled whose positions the grader computes itself from the shape (the
+    kernel's claim is not used), and anything that is not plain data (``("refused", name)``,
+    a handle on a kernel's object) as a _Refused."""
+    from .judge import Kernel, KernelError
+
+    if type(value) is Kernel:
+        return _Refused(None)
+    if isinstance(value, tuple) and len(value) == 2 and value[0] == "refused":
+        return _Refused(str(value[1])[:120])
+    if isinstance(value, tuple) and len(value) == 7 and value[0] == "sampled":
+        _, kind, shape, values, sketch, l1, l2 = value
+        if kind != PLAIN_ARRAY:
+            return _Refused(str(kind)[:120])
         try:
-            values = np.asarray(value[2], dtype=np.float64)
+            shape = tuple(int(d) for d in shape)
+            values, sketch = (np.asarray(v, dtype=np.float64).reshape(-1)
+                              for v in (values, sketch))
+            l1, l2 = float(l1), float(l2)
         except (TypeError, ValueError):
             raise KernelError("the kernel's sampled output is not a list of numbers") from None
-        return Sampled(shape, positions, values)
+        size = math.prod(shape)
+        positions = tuple(int(u * size) for u in fractions) if size else ()
+        return Sampled(shape, positions, values, sketch, l1, l2)
     if isinstance(value, list):
-        return [_positions(item, fractions) for item in value]
+        return [_read_back(item, fractions) for item in value]
     if isinstance(value, tuple):
-        return tuple(_positions(item, fractions) for item in value)
+        return tuple(_read_back(item, fractions) for item in value)
     if isinstance(value, dict):
-        return {key: _positions(item, fractions) for key, item in value.items()}
+        return {key: _read_back(item, fractions) for key, item in value.items()}
     return value
+
+
+def _refusal(outputs: list, calls_before: int) -> str | None:
+    """The sentence refusing the first output of ``outputs`` (one per call) that holds
+    something other than plain numpy arrays, numbers, None, strings and tuples, lists and
+    dicts of them; None when there is none. Decided here, from what the kernel handed back:
+    an object of another type can put off its work until it is read, outside the calls the
+    grader times."""
+    def first(value: Any, where: str) -> tuple[str, str | None] | None:
+        if isinstance(value, _Refused):
+            return where, value.type_name
+        items = value.items() if isinstance(value, dict) else \
+            enumerate(value) if isinstance(value, (list, tuple)) else ()
+        for key, item in items:
+            found = first(item, f"{where}[{key!r}]")
+            if found:
+                return found
+        return None
+
+    for i, output in enumerate(outputs):
+        found = first(output, "output")
+        if found:
+            where, type_name = found
+            what = f"a {type_name}" if type_name else "an object that is not plain data"
+            return (f"call {calls_before + i + 1}: {where} is {what}; a speed test takes plain "
+                    "numpy arrays (exact type numpy.ndarray), numbers, and tuples, lists and "
+                    "dicts of them, because any other object (an ndarray subclass, an object "
+                    "with __array__) can put off its work until it is read, outside the calls "
+                    "that are timed: return np.asarray(...) of your result")
+    return None
 
 
 def _check_importable(function: Callable) -> None:

@@ -101,14 +101,36 @@ class Speedup:
     __repr__ = __str__
 
 
+#: How unlikely a sketch of an output within tolerance is to lie outside its bound (for each
+#: sketch; Hoeffding's inequality, :meth:`Sampled.sketch_bound`).
+SKETCH_FALSE_ALARM = 1e-12
+
+
 @dataclass(frozen=True)
 class Sampled:
-    """An array's elements at some flat ``positions``: what a grader reads back of a large
-    output instead of the whole array (the positions drawn after the output was computed)."""
+    """What a grader reads back of a large output instead of the whole array: its elements at
+    some flat ``positions``, and ``sketch``, projections ``Σ_i r_ji · x_i`` of all its elements
+    on random signs r_ji = ±1 (the positions and signs drawn after the output was computed),
+    with ``l1 = Σ_i |x_i|`` and ``l2 = Σ_i x_i²``, from which the baseline's bound follows
+    (:meth:`sketch_bound`)."""
 
     shape: tuple[int, ...]
     positions: tuple[int, ...]
     values: np.ndarray
+    sketch: np.ndarray | None = None
+    l1: float = 0.0
+    l2: float = 0.0
+
+    def sketch_bound(self, rtol: float, atol: float) -> float:
+        """How far another array's sketch may lie from this one's (on the same weights) when
+        each of its n elements g_i is within δ_i = atol + rtol·|x_i| of this one's: the
+        differences e_i = g_i − x_i are fixed before the weights are drawn, each |r_ji e_i| ≤
+        δ_i, so by Hoeffding's inequality P(|Σ_i r_ji e_i| ≥ t) ≤ 2·exp(−t² / (2·Σ_i δ_i²))
+        with Σ_i δ_i² = n·atol² + 2·atol·rtol·l1 + rtol²·l2; t is taken where that is
+        :data:`SKETCH_FALSE_ALARM`, plus float64 rounding (1e-9 · l1)."""
+        n = math.prod(self.shape)
+        spread = n * atol**2 + 2 * atol * rtol * self.l1 + rtol**2 * self.l2
+        return math.sqrt(2 * math.log(2 / SKETCH_FALSE_ALARM) * spread) + 1e-9 * self.l1
 
 
 def qualified_name(fn: Any) -> str:
@@ -151,12 +173,37 @@ def _sampled_difference(got: Any, want: Sampled, rtol: float, atol: float,
         return f"{where} should have shape {want.shape}, got {got.shape}"
     close = np.isclose(got.values, want.values, rtol=rtol, atol=atol, equal_nan=True)
     if close.all():
-        return None
+        return _sketch_difference(got, want, rtol, atol, where)
     k = int(np.flatnonzero(~close)[0])
     index = np.unravel_index(want.positions[k], want.shape)
     return (f"{where}[{', '.join(map(str, index))}] is {got.values[k]:.6g} where the baseline "
             f"gives {want.values[k]:.6g} ({int((~close).sum())} of the {close.size} elements "
             "checked differ)")
+
+
+def _sketch_difference(got: Sampled, want: Sampled, rtol: float, atol: float,
+                       where: str) -> str | None:
+    """None when ``got``'s sketches lie within the bound of ``want``'s (:class:`Sampled`);
+    where ``want``'s are not finite (the baseline's output holds NaN or infinities) only an
+    equal sketch matches, and the sampled elements decide."""
+    if want.sketch is None:
+        return None
+    size = math.prod(want.shape)
+    if got.sketch is None or got.sketch.shape != want.sketch.shape:
+        return f"{where}: the kernel did not read back all {size:,} of its elements"
+    bound = want.sketch_bound(rtol, atol)
+    finite = np.isfinite(want.sketch) & math.isfinite(bound)
+    with np.errstate(invalid="ignore"):
+        near = np.abs(got.sketch - want.sketch) <= bound
+    same = (got.sketch == want.sketch) | (np.isnan(got.sketch) & np.isnan(want.sketch))
+    fine = np.where(finite, near, same)
+    if fine.all():
+        return None
+    j = int(np.flatnonzero(~fine)[0])
+    return (f"{where} differs from the baseline's outside the elements read back one by one: "
+            f"a sum of all its {size:,} elements on random weights (drawn after the calls ran) "
+            f"is {got.sketch[j]:.6g} where the baseline's is {want.sketch[j]:.6g}, further "
+            f"apart than rtol={rtol:g} and atol={atol:g} allow ({bound:.3g})")
 
 
 def _array_difference(got: Any, want: Any, rtol: float, atol: float, where: str) -> str | None:
