@@ -51,6 +51,12 @@ PRINTS = {
                         r"lambda: None +'unstable' \d/2"],
 }
 
+#: Quick runs that grade real notebooks (chapter 08's with its five speed tests, a Dask cohort)
+#: get longer before they count as hung: on a 2-core machine shared with the other test worker
+#: and other programs both took over 180 s (bench_speed_grading.py alone on a quiet machine:
+#: 126 s).
+TIMEOUTS = {"bench_speed_grading.py": 420, "bench_dask.py": 420}
+
 
 def test_every_benchmark_has_a_quick_run_checked_here():
     scripts = sorted(p.name for p in BENCHMARKS.glob("*.py"))
@@ -64,7 +70,7 @@ def test_every_benchmark_has_a_quick_run_checked_here():
 @pytest.mark.parametrize("script", sorted(PRINTS))
 def test_quick_run_completes_and_prints_its_ratios(script):
     done = subprocess.run([sys.executable, str(BENCHMARKS / script), "--quick"],
-                          capture_output=True, text=True, timeout=180)
+                          capture_output=True, text=True, timeout=TIMEOUTS.get(script, 180))
     assert done.returncode == 0, f"{script} --quick failed:\n{done.stderr[-3000:]}"
     missing = [pattern for pattern in PRINTS[script] if not re.search(pattern, done.stdout)]
     assert not missing, f"{script} --quick did not print {missing}:\n{done.stdout[-3000:]}"
