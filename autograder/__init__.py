@@ -53,9 +53,14 @@ worker) or the sandbox around a student's kernel. Student code runs only in the 
 
 ``run/``, in the grading worker, while the notebook runs:
 
-- ``execute``: CPU-time limits per cell with a wall-clock backstop; a lost kernel costs only
-  its cell; the chapter's own cells are never dropped; an output budget per cell (``budget``).
-  *Threat*: endless loops, crashes, a busy machine zeroing an honest student.
+- ``channel``: the one place that talks to a kernel: the grader's requests by execute request
+  or on its comm, a lost answer read back, the CPU watchdog, and its own errors (gone, timed
+  out, over its CPU time). *Threat*: a kernel that dies, stalls, garbles or drops a message
+  mid-request.
+- ``execute``: the policy over the channel: CPU-time limits per cell with a wall-clock
+  backstop; a lost kernel costs only its cell; the chapter's own cells are never dropped; an
+  output budget per cell (``budget``). *Threat*: endless loops, crashes, a busy machine zeroing
+  an honest student.
 - ``judge``: each test cell runs here; the kernel only runs the student's functions on the
   test's inputs and hands back plain values (``tinyprof.wire``: JSON and ``.npy``, never a
   pickle), each call a message on a comm (``tinyprof.remote``); ``records`` types the

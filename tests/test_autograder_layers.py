@@ -157,3 +157,38 @@ def test_no_two_classes_share_a_name():
                 where.setdefault(node.name, []).append(module)
     shared = {name: modules for name, modules in where.items() if len(modules) > 1}
     assert not shared, shared
+
+
+#: What only ``run/channel.py`` may touch: a kernel client's channels and requests.
+KERNEL_TALK = re.compile(r"\.(shell_channel|iopub_channel|kernel_info\(|execute\(\"\"|"
+                         r"session\.msg\()")
+
+
+def test_only_the_channel_talks_to_a_kernel():
+    """Issue 39: one room for asking a kernel anything (channel.py); the executor, the judge and
+    the speed bench go through it."""
+    talking = sorted(module for module, path in FILES.items()
+                     if module != "autograder.run.channel"
+                     and KERNEL_TALK.search(path.read_text(encoding="utf-8")))
+    assert talking == [], f"modules that talk to a kernel's client directly: {talking}"
+
+
+def private_imports(path: Path) -> list[str]:
+    """``from X import _name`` (other than as an alias of a public name) and ``module._name``
+    where ``module`` is imported: a private name of another module used here."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    imported = {alias.asname or alias.name.split(".")[0] for node in ast.walk(tree)
+                if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
+    found = [f"from {node.module or '.'} import {alias.name}" for node in ast.walk(tree)
+             if isinstance(node, ast.ImportFrom) for alias in node.names
+             if alias.name.startswith("_") and not alias.name.startswith("__")]
+    found += [f"{node.value.id}.{node.attr}" for node in ast.walk(tree)
+              if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+              and node.value.id in imported and node.attr.startswith("_")
+              and not node.attr.startswith("__") and node.value.id not in ("os", "sys")]
+    return found
+
+
+@pytest.mark.parametrize("module", sorted(m for m in FILES if m.startswith("autograder.run")))
+def test_no_private_name_crosses_into_the_run_stage(module):
+    assert private_imports(FILES[module]) == []

@@ -6,24 +6,24 @@ sandboxed path is graded end to end in tests/test_grading_forgery.py)."""
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 from jupyter_client.manager import start_new_kernel
 
+from autograder.run.channel import ExpressionFailed, KernelChannel
 from autograder.run.judge import DEFAULT_PRELUDE, OWN_CLASS, Judge, KernelError, _parse
-from tinyprof.wire import COMM_TARGET, LISTEN, read_answered
+from tinyprof.wire import read_answered
 
 PRELUDE = DEFAULT_PRELUDE + "\nfrom tinyprof.testing import reference_unavailable"
 
 
 class Kernel:
-    """A real kernel and the ``send`` a Judge needs: run one line, return the answer's text."""
+    """A real kernel, its channel (autograder/run/channel.py: the grader's one way of asking a
+    kernel) and the ``send`` and ``quick`` a Judge needs."""
 
     def __init__(self):
         self.manager, self.client = start_new_kernel(kernel_name="python3")
-        self.comm_id: str | None = None
-        self.last = ""   # message id of the last comm request
+        self.channel = KernelChannel(self.manager, self.client, cpu_seconds=lambda: 0.0)
+        self.quick_requests = 0
 
     def run(self, code: str) -> list[dict]:
         msg_id = self.client.execute(code, store_history=False)
@@ -37,33 +37,16 @@ class Kernel:
             outputs.append(msg)
 
     def send(self, expression: str, cleanup: bool = False) -> str | None:
-        """As the grader sends a request: a silent execute request whose user expression is
-        the request; the text/plain of its value, from the shell reply."""
-        msg_id = self.client.execute("", silent=True, store_history=False,
-                                     user_expressions={"answer": expression})
-        while True:
-            reply = self.client.get_shell_msg(timeout=30)
-            if reply["parent_header"].get("msg_id") == msg_id:
-                found = reply["content"]["user_expressions"].get("answer", {})
-                return found.get("data", {}).get("text/plain")
+        """As the grader sends a request: an execute request, the text/plain of its value."""
+        try:
+            return self.channel.ask(expression, wall_s=30)
+        except ExpressionFailed:
+            return None
 
     def quick(self, request: str, cleanup: bool = False) -> str | None:
-        """As the grader's quick route sends a request: on a comm it opens once (after
-        tinyprof.remote.listen); the answer from the comm message the kernel sends back."""
-        if self.comm_id is None:
-            assert self.send(LISTEN) == "'listening'"
-            self.comm_id = uuid.uuid4().hex
-            self.client.shell_channel.send(self.client.session.msg("comm_open", {
-                "comm_id": self.comm_id, "target_name": COMM_TARGET, "data": {}}))
-        message = self.client.session.msg("comm_msg", {"comm_id": self.comm_id,
-                                                       "data": {"request": request}})
-        self.client.shell_channel.send(message)
-        self.last = message["header"]["msg_id"]
-        while True:
-            msg = self.client.get_iopub_msg(timeout=30)
-            if msg["parent_header"].get("msg_id") == self.last and \
-                    msg["msg_type"] == "comm_msg":
-                return repr(msg["content"]["data"]["answer"])
+        """As the grader's quick route sends a request: on the comm the channel opens."""
+        self.quick_requests += 1
+        return self.channel.ask_quick(request, wall_s=30)
 
     def stop(self):
         self.client.stop_channels()
@@ -175,44 +158,37 @@ def test_requests_on_the_comm_get_the_verdicts_of_execute_requests(kernel):
                "with reference_unavailable():\n    delegating(2, 3)"]
     outcomes = []
     for source in sources:
-        kernel.last = ""
+        kernel.quick_requests = 0
         slow = Judge(kernel.send).run(source, PRELUDE, label="test")
         quick = Judge(kernel.send, quick=kernel.quick).run(source, PRELUDE, label="test")
-        assert kernel.last, source   # the quick route was taken
+        assert kernel.quick_requests and kernel.channel.on_comm, source   # the comm was used
         assert quick.record() == slow.record(), source
         outcomes.append((quick.passed, quick.ename))
     assert outcomes == [(True, ""), (False, "AssertionError"), (False, "KeyError"),
                         (False, "ReferenceUnavailable")]
 
 
-def test_the_last_comm_answer_can_be_read_back_when_its_message_was_lost(kernel):
-    """A grader that sees the kernel go idle without the comm's answer (IOPub may drop
-    messages) reads it back with an execute request, instead of running the call again."""
-    verdict = Judge(kernel.send, quick=kernel.quick).run(
-        "expect(linear_params(3, 4), 16, 'x')", PRELUDE, label="test")
-    assert verdict.passed
-    last = kernel.quick(_request(("get", ("global", "linear_params"), "__name__")))
-    again = kernel.send(read_answered(kernel.last))
-    assert again == last and "'" in again
-    assert kernel.send(read_answered("not a request")) == \
-        "None"
-
-
-def _request(request: tuple) -> str:
-    """A request as the judge encodes it, with kernel globals as persistent ids."""
-    import base64
-    import io
-
-    import cloudpickle
-
-    class Pickler(cloudpickle.Pickler):
-        def persistent_id(self, obj):
-            return obj if isinstance(obj, tuple) and obj[:1] == ("global",) else None
-
-    buffer = io.BytesIO()
-    Pickler(buffer, protocol=5).dump(request)
-    return base64.b64encode(buffer.getvalue()).decode("ascii")
-
+def test_a_lost_comm_answer_is_read_back_and_the_call_never_run_twice(kernel):
+    """IOPub may drop a message: a kernel that goes idle without sending the comm's answer
+    has it read back by an execute request (the channel's lost-answer route), and the
+    student's function ran once."""
+    kernel.run("import tinyprof.remote as _remote\n"
+               "_calls = []\n"
+               "def counted(i, o):\n    _calls.append(1)\n    return i * o + o\n"
+               "_keep_opened = _remote._opened\n"
+               "def _dropping(comm, message):\n"
+               "    _keep_opened(comm, message)\n"
+               "    comm.send = lambda *a, **k: None\n"
+               "_remote._opened = _dropping\n")
+    dropping = KernelChannel(kernel.manager, kernel.client, cpu_seconds=lambda: 0.0)
+    try:
+        verdict = Judge(kernel.send, quick=lambda r, c=False: dropping.ask_quick(r, wall_s=30)
+                        ).run("expect(counted(3, 4), 16, 'x')", PRELUDE, label="test")
+        assert dropping.on_comm and verdict.passed, verdict.message
+        assert kernel.send("len(_calls)") == "1"
+        assert kernel.send(read_answered("not a request")) == "None"
+    finally:
+        kernel.run("_remote._opened = _keep_opened\n")
 
 def test_a_kernel_that_stops_answering_fails_the_test_and_is_reported(kernel):
     silent = Judge(lambda code, cleanup=False: None).run(

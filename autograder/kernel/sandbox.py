@@ -134,6 +134,12 @@ class SandboxedKernelManager(AsyncKernelManager):
         process = getattr(getattr(self, "provisioner", None), "process", None)
         return resources.tree_cpu_seconds(process.pid) if process is not None else 0.0
 
+    @property
+    def in_control_group(self) -> bool:
+        """Whether the running kernel has a control group of its own (its CPU time and
+        memory are then the group's, all its processes together)."""
+        return self._group is not None
+
     def memory_peak_bytes(self) -> int | None:
         return self._group.memory_peak_bytes() if self._group is not None else None
 

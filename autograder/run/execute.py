@@ -29,55 +29,38 @@ them into the flags).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import copy
 import hashlib
 import json
 import time
-import uuid
 from pathlib import Path
-from typing import NamedTuple
 
-import zmq
-from jupyter_core.utils import ensure_async, run_sync
+from jupyter_core.utils import run_sync
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat import NotebookNode
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Float, Integer, List, Unicode
 
-from tinyprof.wire import (
-    COMM_TARGET,
-    LISTEN,
-    LISTENING,
-    answer_request,
-    read_answered,
-)
-
 from ..cells import DIED_ENAME, NOT_RUN_ENAME, TIMEOUT_ENAME, is_answer, is_test, source
 from ..kernel.sandbox import SandboxedKernelManager, describe_exit
 from .budget import OutputBudget
+from .channel import (
+    GARBLED,
+    ChannelError,
+    ExpressionFailed,
+    KernelChannel,
+    KernelGone,
+    OverCpu,
+    RequestTimedOut,
+)
 
 #: A wall-clock time-out with less than this share of the CPU limit used was the machine's.
 BUSY_SHARE = 0.5
 #: How much every limit grows when a notebook is run again after a time-out that was not the
 #: student's.
 RETRY_SCALE = 2.0
-WATCH_INTERVAL_S = 0.1
-#: What jupyter_client raises when a kernel's messages break the protocol: a bad signature or
-#: an undecodable message (ValueError, UnicodeDecodeError), a send that no peer takes
-#: (zmq.Again, zmq.ZMQError).
-GARBLED = (ValueError, zmq.ZMQError)
 #: CPU seconds for a judge's clean-up request (switching tinyprof back on), past any limit.
 CLEANUP_S = 5.0
-
-
-class _Reply(NamedTuple):
-    """A kernel's answer to one request: the ``text/plain`` of its value, or (``lost``) the
-    message id of a comm request the kernel went idle without answering."""
-
-    text: str | None
-    lost: str | None = None
 
 
 class KernelLost(Exception):
@@ -166,7 +149,7 @@ class GraderExecute(Execute):
         self._scale = 1.0
         self._stop_at: int | None = None
         self._managers: list[SandboxedKernelManager] = []
-        self._comm_client, self._comm_id = None, None
+        self._kernel_channel: KernelChannel | None = None
         try:
             while True:
                 self._speed = self._speed_bench()
@@ -181,6 +164,13 @@ class GraderExecute(Execute):
             for manager in self._managers:
                 manager.remove_sockets()
 
+    @property
+    def _channel(self) -> KernelChannel:
+        """The channel to the kernel running now (a new one after each restart)."""
+        if self._kernel_channel is None or self._kernel_channel.kc is not self.kc:
+            self._kernel_channel = KernelChannel(self.km, self.kc, self.interrupt_grace)
+        return self._kernel_channel
+
     def _speed_bench(self):
         """Speed tests' measurements for one run of the notebook (speed.py): the baseline's
         clean kernel is sandboxed, limited and started as the student's is."""
@@ -194,7 +184,7 @@ class GraderExecute(Execute):
             return manager
 
         return SpeedBench(lambda: self.km.cpu_seconds(), ReferenceKernel(clean_manager),
-                          lambda: self.km._group is not None)
+                          lambda: self.km.in_control_group)
 
     def _recover(self, event: KernelLost | SlowCell) -> None:
         """Decide how the next run goes after ``event``: longer limits, or without the cell."""
@@ -259,8 +249,8 @@ class GraderExecute(Execute):
         if cell.cell_type != "code":
             return cell, resources
         cell.outputs.extend(self._budget.markers())
-        self._record(cell, cpu_s=round(self._cell_cpu, 3), **self._memory())
-        if self._cpu_out:
+        self._record(cell, cpu_s=round(self._channel.cpu_spent, 3), **self._memory())
+        if self._channel.cpu_out:
             cell.outputs = [o for o in cell.outputs if o.get("ename") != "KeyboardInterrupt"]
             cell.outputs.append(error_output(TIMEOUT_ENAME, self._cpu_message()))
             if self._course_cell(index):
@@ -271,14 +261,14 @@ class GraderExecute(Execute):
 
     def _wall_timeout(self, cell, index: int) -> None:
         """The wall-clock backstop interrupted the cell: whose fault was it?"""
-        if not self._answers():
+        if not self._channel.answers():
             raise KernelLost(index, self._stuck(cell), "the kernel ignored the interrupt")
-        wall = self._get_timeout(cell)
-        if self._cell_cpu < BUSY_SHARE * self._cpu_budget:
+        wall, cpu = self._get_timeout(cell), self._channel.cpu_spent
+        if cpu < BUSY_SHARE * self._cpu_budget:
             if index not in self._retried or self._course_cell(index):
-                raise SlowCell(index, self._cell_cpu, wall)
+                raise SlowCell(index, cpu, wall)
             message = (f"This cell waited more than {wall} s (wall-clock time, twice, the second "
-                       f"time with longer limits) while using only {self._cell_cpu:.1f} s of CPU "
+                       f"time with longer limits) while using only {cpu:.1f} s of CPU "
                        "time: it sleeps or waits for something, or the grading machine was "
                        "overloaded. The grader interrupted it; the instructor will review it.")
             self._record(cell, review=[message])
@@ -292,7 +282,7 @@ class GraderExecute(Execute):
                 "use (an endless loop?) and was interrupted.")
 
     def _death(self) -> NotebookNode:
-        if self._ignored:
+        if self._channel.ignored:
             return error_output(TIMEOUT_ENAME, (
                 f"This cell used more than the {self._cpu_budget:g} s of CPU time a cell may use "
                 "and did not stop when interrupted. The grader restarted the kernel and ran the "
@@ -307,27 +297,13 @@ class GraderExecute(Execute):
     async def async_execute_cell(self, cell, cell_index, execution_count=None,
                                  store_history=True):
         """nbclient's cell execution, watched: past ``_cpu_budget`` seconds of CPU time the
-        kernel is interrupted, and killed if it has not stopped ``interrupt_grace`` s later."""
-        self._cpu_out = self._ignored = False
-        start = self.km.cpu_seconds()
-        watchdog = asyncio.ensure_future(self._watch(start, self._cpu_budget))
-        try:
+        kernel is interrupted, and killed if it has not stopped ``interrupt_grace`` s later
+        (the channel's watchdog)."""
+        async with self._channel.watched(self._cpu_budget):
             return await super().async_execute_cell(cell, cell_index, execution_count,
                                                     store_history)
-        finally:
-            watchdog.cancel()
-            self._cell_cpu = max(0.0, self.km.cpu_seconds() - start)
 
     execute_cell = run_sync(async_execute_cell)
-
-    async def _watch(self, start: float, budget: float) -> None:
-        while self.km.cpu_seconds() - start <= budget:
-            await asyncio.sleep(WATCH_INTERVAL_S)
-        self._cpu_out = True
-        await ensure_async(self.km.interrupt_kernel())
-        await asyncio.sleep(self.interrupt_grace)
-        self._ignored = True   # still running: nbclient sees the kernel die within a second
-        await ensure_async(self.km.shutdown_kernel(now=True))
 
     def _get_timeout(self, cell):
         return max(1, round(self.timeout * self._scale))
@@ -368,40 +344,22 @@ class GraderExecute(Execute):
         return json.loads(path.read_text(encoding="utf-8"))
 
     def _ask_kernel(self, expression: str, cleanup: bool = False) -> str | None:
-        """Have the kernel evaluate one request of the judge's, within what is left of the
-        test's CPU time (a ``cleanup`` request gets CLEANUP_S of its own); the ``text/plain`` of
-        its value. The request is a silent execute request with no code, the expression in its
-        ``user_expressions``: the answer comes back in the shell reply, with nothing to wait for
-        on IOPub, and what the student's code prints meanwhile is never read."""
-        return self._asked(self._async_request, expression, cleanup)
+        """Have the kernel evaluate one request of the judge's (an expression: the channel's
+        execute route), within what is left of the test's CPU time (a ``cleanup`` request
+        gets CLEANUP_S of its own); the ``text/plain`` of its value."""
+        return self._asked(lambda channel, cpu, wall: channel.ask(expression, cpu, wall),
+                           cleanup)
 
     def _ask_quick(self, request: str, cleanup: bool = False) -> str | None:
         """The judge's quick route (tinyprof.wire.QUICK_REQUESTS): ``request`` (base64 of its
-        pickle) as a message on the comm the grader opens in each kernel (tinyprof.remote.listen),
-        which costs the kernel no IPython execution and no stream flushes; limits as for
-        :meth:`_ask_kernel`. The answer comes back on IOPub; if the kernel goes idle without
-        it (a message lost), it is read back once by an execute request. A kernel that does
-        not listen gets every request by :meth:`_ask_kernel`."""
-        if not self._listening():
-            return self._ask_kernel(answer_request(request), cleanup)
-        return self._asked(self._async_comm_request, request, cleanup)
+        pickle) on the grader's comm where the kernel listens (channel.py); limits as for
+        :meth:`_ask_kernel`."""
+        return self._asked(lambda channel, cpu, wall: channel.ask_quick(request, cpu, wall),
+                           cleanup)
 
-    def _listening(self) -> bool:
-        """Whether this kernel takes requests on the grader's comm: asked, and the comm
-        opened, at the first quick request to each kernel."""
-        if self._comm_client is not self.kc:
-            self._comm_client, self._comm_id = self.kc, None
-            text = self._ask_kernel(LISTEN)
-            if text == repr(LISTENING):
-                comm_id = uuid.uuid4().hex
-                self.kc.shell_channel.send(self.kc.session.msg("comm_open", {
-                    "comm_id": comm_id, "target_name": COMM_TARGET, "data": {}}))
-                self._comm_id = comm_id
-        return self._comm_id is not None
-
-    def _asked(self, request, what: str, cleanup: bool) -> str | None:
-        """Run coroutine ``request(what, cpu_budget, wall_s)`` within the test's limits, and
-        turn what went wrong into the judge's exceptions (module docstring)."""
+    def _asked(self, request, cleanup: bool) -> str | None:
+        """``request(channel, cpu_budget, wall_s)`` within the test's limits, with what went
+        wrong in the channel turned into the judge's exceptions (module docstring)."""
         from .judge import TestTimedOut
 
         test, index = self._test, self._test["index"]
@@ -411,96 +369,34 @@ class GraderExecute(Execute):
         left_wall = CLEANUP_S * 2 if cleanup else test["deadline"] + waited - time.monotonic()
         if left_cpu <= 0 or left_wall <= 0:
             raise TestTimedOut(self._test_limit_message(left_cpu <= 0))
-        cell = self.nb.cells[index]
+        channel = self._channel
         try:
-            reply = run_sync(request)(what, left_cpu, left_wall)
-        except DeadKernelError:
-            raise KernelLost(index, [self._death()], "the kernel died") from None
-        except GARBLED as garbled:
-            raise KernelLost(index, self._garbled(cell, garbled), "the kernel sent a message "
-                             "the grader could not read") from None
-        finally:
-            test["cpu"] += getattr(self, "_cell_cpu", 0.0)
-        if self._cpu_out:
-            raise TestTimedOut(self._test_limit_message(True))
-        if reply is None:   # the wall-clock limit: interrupted
-            if not self._answers():
-                raise KernelLost(index, self._stuck(cell), "the kernel ignored the interrupt")
-            if test["cpu"] < BUSY_SHARE * test["cpu_budget"] and index not in self._retried:
-                raise SlowCell(index, test["cpu"], self.timeout * self._scale)
-            raise TestTimedOut(self._test_limit_message(False))
-        if reply.lost is not None:
-            return self._ask_kernel(read_answered(reply.lost), cleanup)
-        return reply.text
-
-    async def _async_request(self, expression: str, cpu_budget: float,
-                             wall_s: float) -> _Reply | None:
-        """The value of ``expression`` from the shell reply, watched as a cell is
-        (``_watch``), or None when ``wall_s`` passed first (the kernel is then interrupted);
-        DeadKernelError when the kernel is gone."""
-        def value(reply: dict) -> _Reply:
-            found = reply.get("content", {}).get("user_expressions", {}).get("answer", {})
-            text = found.get("data", {}).get("text/plain") if isinstance(found, dict) else None
-            return _Reply(text if isinstance(text, str) else None)
-
-        async with self._watched(cpu_budget):
-            msg_id = self.kc.execute("", silent=True, store_history=False, allow_stdin=False,
-                                     user_expressions={"answer": expression})
-            return await self._reply(self.kc.shell_channel, msg_id, wall_s, value)
-
-    async def _async_comm_request(self, request: str, cpu_budget: float,
-                                  wall_s: float) -> _Reply | None:
-        """As :meth:`_async_request`, for a request sent on the grader's comm: the answer is
-        the comm message the kernel sends back on IOPub (``_Reply.lost`` names the request
-        when the kernel went idle without one)."""
-        def value(reply: dict) -> _Reply | None:
-            kind, content = reply.get("msg_type"), reply.get("content", {})
-            if kind == "comm_msg" and content.get("comm_id") == self._comm_id:
-                answer = content.get("data", {}).get("answer")
-                return _Reply(repr(answer) if isinstance(answer, str) else None)
-            if kind == "status" and content.get("execution_state") == "idle":
-                return _Reply(None, lost=msg_id)
-            return None   # the kernel's busy status, or what the student's code printed
-
-        async with self._watched(cpu_budget):
-            message = self.kc.session.msg("comm_msg", {"comm_id": self._comm_id,
-                                                       "data": {"request": request}})
-            msg_id = message["header"]["msg_id"]
-            self.kc.shell_channel.send(message)
-            return await self._reply(self.kc.iopub_channel, msg_id, wall_s, value)
-
-    @contextlib.asynccontextmanager
-    async def _watched(self, cpu_budget: float):
-        """A request's CPU watchdog; ``_cell_cpu`` is what the request cost the kernel."""
-        self._cpu_out = self._ignored = False
-        start = self.km.cpu_seconds()
-        watchdog = asyncio.ensure_future(self._watch(start, cpu_budget))
-        try:
-            yield
-        finally:
-            watchdog.cancel()
-            self._cell_cpu = max(0.0, self.km.cpu_seconds() - start)
-
-    async def _reply(self, channel, msg_id: str, wall_s: float, value) -> _Reply | None:
-        """The first ``value(message)`` that is not None, over the messages on ``channel``
-        whose parent is ``msg_id``; None when ``wall_s`` passed first (the kernel is then
-        interrupted). DeadKernelError when the kernel is gone."""
-        from queue import Empty
-
-        deadline = time.monotonic() + wall_s
-        while (left := deadline - time.monotonic()) > 0:
             try:
-                message = await ensure_async(channel.get_msg(timeout=min(left, 1.0)))
-            except Empty:
-                if not await ensure_async(self.kc.is_alive()):
-                    raise DeadKernelError("the kernel died") from None
-                continue
-            if message.get("parent_header", {}).get("msg_id") == msg_id:
-                found = value(message)
-                if found is not None:
-                    return found
-        await ensure_async(self.km.interrupt_kernel())
-        return None
+                return request(channel, left_cpu, left_wall)
+            finally:
+                test["cpu"] += channel.cpu_spent
+        except ExpressionFailed:
+            return None   # the judge says the kernel gave no answer
+        except ChannelError as failed:
+            raise self._request_failed(failed, index) from None
+
+    def _request_failed(self, failed: ChannelError, index: int) -> Exception:
+        """What a test's request that ended without an answer means for the test."""
+        from .judge import TestTimedOut
+
+        cell, test = self.nb.cells[index], self._test
+        if isinstance(failed, OverCpu):
+            return TestTimedOut(self._test_limit_message(True))
+        if isinstance(failed, KernelGone):
+            outputs = [self._death()] if failed.garbled is None else \
+                self._garbled(cell, failed.garbled)
+            return KernelLost(index, outputs, failed.reason)
+        assert isinstance(failed, RequestTimedOut)
+        if not self._channel.answers():
+            return KernelLost(index, self._stuck(cell), "the kernel ignored the interrupt")
+        if test["cpu"] < BUSY_SHARE * test["cpu_budget"] and index not in self._retried:
+            return SlowCell(index, test["cpu"], self.timeout * self._scale)
+        return TestTimedOut(self._test_limit_message(False))
 
     def _test_limit_message(self, cpu: bool) -> str:
         if cpu:
@@ -528,27 +424,11 @@ class GraderExecute(Execute):
 
     def _killed(self, cell, why: NotebookNode) -> list:
         """Kill the kernel now; the cell's outputs without its errors, then ``why``."""
-        try:
-            run_sync(self.km.shutdown_kernel)(now=True)
-        except Exception:  # noqa: BLE001 - already gone is fine
-            pass
+        self._channel.kill()
         return [o for o in cell.get("outputs", []) if o.get("output_type") != "error"] + [why]
 
     def _skipped(self, index: int) -> bool:
         return index in self._dropped or (self._stop_at is not None and index >= self._stop_at)
-
-    def _answers(self) -> bool:
-        """Whether the kernel answers a kernel_info request within ``interrupt_grace`` s."""
-        try:
-            msg_id = self.kc.kernel_info()
-            deadline = time.monotonic() + self.interrupt_grace
-            while (left := deadline - time.monotonic()) > 0:
-                reply = run_sync(self.kc.shell_channel.get_msg)(timeout=left)
-                if reply["parent_header"].get("msg_id") == msg_id:
-                    return True
-        except Exception:  # noqa: BLE001 - no reply in time, for whatever reason
-            return False
-        return False
 
     def output(self, outs, msg, display_id, cell_index):
         """Keep only what the cell's output budget admits."""

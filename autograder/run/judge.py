@@ -312,6 +312,12 @@ class Judge:
             raise KernelError(f"the kernel's answer to {label} {wrong}") from None
 
 
+def handle_key(handle: Kernel) -> tuple:
+    """What a handle stands for in the kernel (a global's name, or a kept object's number),
+    hashable: the same object of the kernel gives the same key."""
+    return handle._ref
+
+
 def kernel_names(source: str, namespace: dict) -> set[str]:
     """Names ``source`` reads that neither it, the namespace nor builtins define: the names of
     the student's kernel."""
@@ -460,4 +466,4 @@ def _cut(text: str) -> str:
 
 
 __all__ = ["JUDGE_LIBRARIES", "Judge", "Kernel", "KernelError", "StudentError", "Verdict",
-           "kernel_names", "prelude"]
+           "handle_key", "kernel_names", "prelude"]

@@ -67,6 +67,8 @@ from tinyprof.timing.speed import (
     qualified_name,
 )
 
+from .channel import ChannelError, ExpressionFailed, KernelChannel
+
 #: Elements read back from each output array per call (they name an element that differs).
 PICKS = 256
 #: Random projections of all of each output array's elements read back per call (every
@@ -89,13 +91,14 @@ PROCESS_TREES = ("the CPU time of each kernel's processes, read by the grader fr
 
 
 class ReferenceKernel:
-    """A clean, sandboxed kernel for baselines: started on first use, shut down by
-    :meth:`close`. ``send`` has it evaluate one expression (a judge's request)."""
+    """A clean, sandboxed kernel for baselines, and the channel to it (channel.py): started
+    on first use, shut down by :meth:`close`. ``send`` has it evaluate one expression (a
+    judge's request)."""
 
     def __init__(self, make_manager: Callable[[], Any]):
         self._make_manager = make_manager
         self.km = None
-        self.kc = None
+        self.channel: KernelChannel | None = None
         self._folder: tempfile.TemporaryDirectory | None = None
         #: Wall-clock seconds spent waiting for this kernel (not charged to the student's test).
         self.wall_spent = 0.0
@@ -113,55 +116,44 @@ class ReferenceKernel:
         self._folder = tempfile.TemporaryDirectory(prefix="tinyprof-reference-")
         self.km = self._make_manager()
         run_sync(self.km.start_kernel)(cwd=self._folder.name)
-        self.kc = self.km.client()
-        self.kc.start_channels()
-        run_sync(self.kc.wait_for_ready)(timeout=START_TIMEOUT_S)
+        kc = self.km.client()
+        kc.start_channels()
+        run_sync(kc.wait_for_ready)(timeout=START_TIMEOUT_S)
+        self.channel = KernelChannel(self.km, kc)
         self.send(wire.IMPORT_REMOTE)
 
     def cpu_seconds(self) -> float:
         return self.km.cpu_seconds()
 
     def send(self, expression: str, cleanup: bool = False) -> str | None:
-        """The ``text/plain`` of ``expression``'s value in the clean kernel."""
-        began = time.monotonic()
-        try:
-            return self._send(expression)
-        finally:
-            self.wall_spent += time.monotonic() - began
-
-    def _send(self, expression: str) -> str | None:
+        """The ``text/plain`` of ``expression``'s value in the clean kernel (the channel's
+        execute route: a speed test's requests are timed alike in both kernels)."""
         from .judge import KernelError
 
-        msg_id = self.kc.execute("", silent=True, store_history=False, allow_stdin=False,
-                                 user_expressions={"answer": expression})
-        deadline = time.monotonic() + REFERENCE_WALL_S
-        while (left := deadline - time.monotonic()) > 0:
-            try:
-                reply = run_sync(self.kc.shell_channel.get_msg)(timeout=min(left, 1.0))
-            except Exception:  # noqa: BLE001 - queue.Empty: keep waiting
-                continue
-            if reply.get("parent_header", {}).get("msg_id") != msg_id:
-                continue
-            found = reply.get("content", {}).get("user_expressions", {}).get("answer", {})
-            if found.get("status") == "error":
-                raise KernelError(f"the clean kernel could not evaluate the grader's request "
-                                  f"({found.get('ename')}: {found.get('evalue')})")
-            text = found.get("data", {}).get("text/plain")
-            return text if isinstance(text, str) else None
-        raise KernelError(f"the clean kernel gave no answer within {REFERENCE_WALL_S:g} s")
+        began = time.monotonic()
+        try:
+            return self.channel.ask(expression, wall_s=REFERENCE_WALL_S)
+        except ExpressionFailed as failed:
+            raise KernelError(f"the clean kernel could not evaluate the grader's request "
+                              f"({failed})") from None
+        except ChannelError as failed:
+            raise KernelError(f"the clean kernel gave no answer to the grader's request "
+                              f"({failed})") from None
+        finally:
+            self.wall_spent += time.monotonic() - began
 
     def close(self) -> None:
         if self.km is None:
             return
         try:
-            if self.kc is not None:
-                self.kc.stop_channels()
+            if self.channel is not None:
+                self.channel.kc.stop_channels()
             run_sync(self.km.shutdown_kernel)(now=True)
         except Exception:  # noqa: BLE001 - already gone
             pass
         finally:
             self.km.remove_sockets()
-            self.km = self.kc = None
+            self.km = self.channel = None
             if self._folder is not None:
                 self._folder.cleanup()
                 self._folder = None
@@ -184,14 +176,14 @@ class SpeedBench:
         """The speedup of ``candidate`` (a handle on the student's function) over
         ``baseline`` (a tinyprof function, run in the clean kernel); AssertionError naming
         the call and element when an output differs."""
-        from .judge import Judge, Kernel
+        from .judge import Judge, Kernel, handle_key
 
         if type(candidate) is not Kernel:
             raise TypeError("expect_faster times a function of the student's notebook: pass "
                             f"it by its name, got {type(candidate).__name__}")
         _check_importable(baseline)
         _check_importable(make_inputs)
-        key = (candidate._ref, qualified_name(baseline), qualified_name(make_inputs), rounds,
+        key = (handle_key(candidate), qualified_name(baseline), qualified_name(make_inputs), rounds,
                rtol, atol)
         if key not in self._measured:
             self.reference.start()
