@@ -1,7 +1,7 @@
 """What the switch's profile hook costs a hidden test's call (issue 33).
 
 While a hidden test checks the student's code, tinyprof.remote runs each "call" request under
-the hook (``tinyprof.testing._Watch``): a Python profile function that sees every Python call
+the hook (``tinyprof.testing.switch.Watch``): a Python profile function that sees every Python call
 and return. Speed measurements ("time" requests) never run under it. This script times one
 "call" request, as the grader makes it (``remote._carry_out``, answer encoding included), with
 the switch open, with the hook and without it, in interleaved rounds, on three answers:

@@ -25,7 +25,7 @@ A request (a tuple) is one of
   so a test can check that the caller's data was left alone;
 - ``("switch", extra)`` / ``("unswitch",)``: enter / leave ``reference_unavailable(*extra)``
   around the calls in between, exactly as the test's ``with`` block does in a notebook; while
-  it is open, each ``call`` runs under its profile hook (``tinyprof.testing._Watch``), which
+  it is open, each ``call`` runs under its profile hook (``tinyprof.testing.switch.Watch``), which
   refuses any run of a switched-off implementation however it was reached, and which a
   ``time`` request never pays for;
 - ``("make", make_inputs, seeds)``: ``make_inputs(seed)`` for each seed, kept here as a list of
