@@ -10,16 +10,23 @@ the grader on a seed drawn at every grading. The solution passes; a fix that kee
 just before the loop returns (where a check inside the kernel would read), the arrays kept by a
 child process or in a file of the scratch folder (a tmpfs, counted in the group; 50 kB a step,
 so that its 64 MB do not run out first), a loop that returns early or skips steps, and a call
-into tinyprof's own loop.
+into tinyprof's own loop. The chapter is graded as a cohort through ``python -m autograder
+grade``.
 """
 
 from __future__ import annotations
 
+import csv
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from chapters import REPO
 from test_speed_grading import grade_cell as speed_cell
+
+from autograder import samples
 
 pytestmark = pytest.mark.skipif(
     not Path("/usr/bin/bwrap").exists() and os.environ.get("CI") != "true",
@@ -139,3 +146,52 @@ def test_no_cheat_passes(cheat, tmp_path):
                 "a loop that skips steps": "step ",
                 "a call into tinyprof's own loop": "switched off"}.get(cheat, "memory grows")
     assert expected in message, (cheat, message)
+
+
+def _cohort() -> dict[str, dict[str, str]]:
+    solution = samples.solutions(CHAPTER, NOTEBOOK)
+
+    def fixed(code: str) -> dict[str, str]:
+        return {**solution, "train_fixed": code}
+
+    return {"ada": solution, "blank": {},
+            "hook": fixed(KEEPS_HOOK),
+            "child": fixed(CHEATS["the arrays kept by a child process"]),
+            "scratch": fixed(CHEATS["the arrays kept in a file of the scratch folder"]),
+            "early": fixed(CHEATS["a loop that returns early"])}
+
+
+def grade_chapter(root: Path, cohort: dict[str, dict[str, str]]) -> dict[str, dict]:
+    """``python -m autograder grade`` on the chapter's notebooks with these answers (the
+    chapter's set-up cell imports ``gc`` and ``os``): the rows of grades.csv by student."""
+    for student, answers in cohort.items():
+        folder = root / "in" / student / CHAPTER
+        folder.mkdir(parents=True)
+        (folder / NOTEBOOK).write_bytes(samples.notebook(answers, chapter=CHAPTER, name=NOTEBOOK))
+    run = subprocess.run([sys.executable, "-m", "autograder", "grade", str(root / "in"),
+                          "--out", str(root / "out"), "--jobs", "2"], cwd=REPO,
+                         capture_output=True, text=True, timeout=1500)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    with open(root / "out" / "grades.csv", newline="", encoding="utf-8") as handle:
+        return {row["student"]: row for row in csv.DictReader(handle)}
+
+
+@pytest.fixture(scope="module")
+def chapter(tmp_path_factory) -> dict[str, dict]:
+    return grade_chapter(tmp_path_factory.mktemp("leaks10"), _cohort())
+
+
+def test_chapter_10_full_marks_to_the_solution_and_none_to_the_blank(chapter):
+    ada, blank = chapter["ada"], chapter["blank"]
+    assert float(ada["auto_score"]) == float(ada["max_auto_score"]) == 10, ada
+    assert float(blank["auto_score"] or 0) == 0, blank
+
+
+def test_chapter_10_a_kept_leak_and_the_cheats_lose_the_leak_free_points(chapter):
+    ada = chapter["ada"]
+    for student in ("hook", "child", "scratch", "early"):
+        row = chapter[student]
+        assert float(row["test_train_fixed"] or 0) == 0, (student, row)
+        for cell in ("test_growth_per_step", "test_top_growing_lines"):
+            assert float(row[cell]) == float(ada[cell]) > 0, (student, cell, row)
+        assert float(row["auto_score"]) == float(ada["auto_score"]) - 4, (student, row)

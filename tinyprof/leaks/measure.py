@@ -21,6 +21,7 @@ temporaries may show in RSS alone. Where ``/proc`` is missing (macOS), RSS is No
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
 import tracemalloc
@@ -102,9 +103,6 @@ def mean_step_seconds(memory: StepMemory, skip: int = 1) -> float:
     return sum(kept) / len(kept)
 
 
-__all__ = ["PAGE", "StepMemory", "give_back", "mean_step_seconds", "memory_per_step", "rss_bytes",
-           "shares",
-           "steps_until"]
 
 
 def give_back() -> int | None:
@@ -112,12 +110,24 @@ def give_back() -> int | None:
     operating system (glibc's ``malloc_trim(0)``), so that the next run's resident set starts
     from what is live; the RSS in bytes after it (None without /proc). Elsewhere (macOS,
     musl) only the collection runs."""
-    import ctypes
-    import ctypes.util
-
     gc.collect()
-    try:
-        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
     return rss_bytes()
+
+
+@functools.lru_cache(maxsize=1)
+def _malloc_trim():
+    """glibc's ``malloc_trim`` from the symbols already loaded in this process (no library
+    search: ``ctypes.util.find_library`` would start a process), or None."""
+    import ctypes
+
+    try:
+        return ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
+__all__ = ["PAGE", "StepMemory", "give_back", "mean_step_seconds", "memory_per_step", "rss_bytes",
+           "shares", "steps_until"]
