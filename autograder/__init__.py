@@ -73,6 +73,11 @@ worker) or the sandbox around a student's kernel. Student code runs only in the 
   the kernel hands back. *Threat*: a patched clock, a slowed-down baseline, work hidden in the
   background, remembered outputs, work put off until an output is read (lazy arrays, a thread
   that fills them late, a replaced reader in the kernel).
+- ``memory_check``: a leak test's loop runs in the student's kernel while a thread here reads
+  the kernel's control-group memory at random times; the growth per step and its interval are
+  fitted here, and the loop's losses checked at every step against a clean loop run here.
+  *Threat*: memory freed around the reads, kept by a child process or in a tmpfs file, a loop
+  that returns early or skips steps.
 
 ``dispatch/``: who grades each submission, behind one protocol (``Dispatcher`` in ``contract``:
 ``run`` the tasks, ``done`` called in the grading parent for each). ``pool`` keeps ``--jobs``

@@ -24,9 +24,11 @@ cycle. A module may import modules of its own layer or of the layers below it, n
     pytorch      pytorch (its __init__ only)        chapter 7: the public face over the torch
                                                     modules of the wings above
     faster       faster.* (pipeline)                chapter 8: a slow step and its fixes
+    leaks        leaks.* (loop, measure, growth,    chapter 10: memory over many steps, leaks
+                 snapshots)                         told from plateaus and found by line
     widgets      widgets.*                          explorers
     facade       profiler, tinyprof, testing,       one object over all of it; the grader's
-                 remote, wire                       seam (helpers, answers, their format)
+                 remote, wire, memcheck             seam (helpers, answers, their format)
 
 Every wing sits on one floor, and the chapters' wings are in chapter order. The torch code
 sits in the wing of its numpy counterpart (issue 34): its probe on the ground floor, its
@@ -64,8 +66,9 @@ LAYERS = [
     ("bench", {"bench"}),
     ("pytorch", {"pytorch"}),
     ("faster", {"faster"}),
+    ("leaks", {"leaks"}),
     ("widgets", {"widgets"}),
-    ("facade", {"profiler", "", "testing", "remote", "wire"}),
+    ("facade", {"profiler", "", "testing", "remote", "wire", "memcheck"}),
 ]
 RANK = {top: rank for rank, (_, tops) in enumerate(LAYERS) for top in tops}
 
@@ -113,10 +116,10 @@ def test_every_module_has_a_layer():
 def test_every_wing_sits_on_one_floor_in_chapter_order():
     """A floor holds whole top-level modules (no wing is split over floors, as the torch wing
     once was), and the chapters' wings stand in the chapters' order: 1 params, 2 flops,
-    3 memory, 4 timing, 5 bottlenecks, 6 bench, 7 pytorch, 8 faster."""
+    3 memory, 4 timing, 5 bottlenecks, 6 bench, 7 pytorch, 8 faster, 10 leaks."""
     assert not [t for _, tops in LAYERS for t in tops if "." in t]
     chapters = ["params", "flops", "memory", "timing", "bottlenecks", "bench", "pytorch",
-                "faster"]
+                "faster", "leaks"]
     assert [RANK[wing] for wing in chapters] == sorted(RANK[wing] for wing in chapters)
     assert len({RANK[wing] for wing in chapters}) == len(chapters)
 

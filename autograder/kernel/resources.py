@@ -182,8 +182,16 @@ class KernelGroup:
 
     def memory_peak_bytes(self) -> int | None:
         """The group's highest memory use so far (None where the kernel does not record it)."""
+        return self._first_number(("memory.peak", "memory.max_usage_in_bytes"))
+
+    def memory_bytes(self) -> int | None:
+        """The group's memory use now: resident memory, page cache and shared memory (tmpfs
+        files) of all its processes (v2 ``memory.current``, v1 ``memory.usage_in_bytes``)."""
+        return self._first_number(("memory.current", "memory.usage_in_bytes"))
+
+    def _first_number(self, names: tuple[str, ...]) -> int | None:
         for folder in self.folders:
-            for name in ("memory.peak", "memory.max_usage_in_bytes"):
+            for name in names:
                 text = _read(folder / name)
                 if text.strip().isdigit():
                     return int(text)
@@ -285,6 +293,26 @@ def tree_cpu_seconds(root_pid: int) -> float:
     return total / ticks
 
 
+def tree_rss_bytes(root_pid: int) -> int:
+    """Resident bytes of process ``root_pid`` and all its descendants, from ``/proc`` (each
+    process's ``statm``; pages two processes share are counted in each): the meter where no
+    control group is. Files in a tmpfs are not counted."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            fields = _read(Path(entry.path) / "stat").rpartition(")")[2].split()
+            if len(fields) > 1:
+                children.setdefault(int(fields[1]), []).append(int(entry.name))
+    total, todo = 0, [root_pid]
+    while todo:
+        pid = todo.pop()
+        statm = _read(Path(f"/proc/{pid}/statm")).split()
+        total += int(statm[1]) * page if len(statm) > 1 else 0
+        todo += children.get(pid, [])
+    return total
+
+
 def _read(path: Path | None) -> str:
     try:
         return path.read_text() if path is not None else ""
@@ -301,4 +329,4 @@ def _write_if_present(path: Path, value: str) -> None:
 
 
 __all__ = ["Backend", "KernelGroup", "backend", "create", "describe", "running",
-           "sweep_orphans", "tree_cpu_seconds"]
+           "sweep_orphans", "tree_cpu_seconds", "tree_rss_bytes"]

@@ -319,8 +319,11 @@ class GraderExecute(Execute):
         self._test = {"index": index, "cpu": 0.0, "cpu_budget": self.cpu_limit * self._scale,
                       "deadline": time.monotonic() + self.timeout * self._scale,
                       "clean_wall": self._speed.reference.wall_spent}
+        from .memory_check import LeakBench
+
         verdict = Judge(self._ask_kernel, fatal=(KernelLost, SlowCell), speed=self._speed,
-                        quick=self._ask_quick).run(
+                        quick=self._ask_quick,
+                        memory=LeakBench(self.km.memory_bytes, self.km.memory_method)).run(
             source(cell), self._prelude(), label=cell.metadata.nbgrader.grade_id)
         cell.outputs = verdict_outputs(verdict)
         self._record(cell, cpu_s=round(self._test["cpu"], 3), verdict=verdict.record(),

@@ -148,8 +148,9 @@ class Judge:
 
     def __init__(self, send: Callable[[str, bool], str | None],
                  fatal: tuple[type[BaseException], ...] = (), speed: Any = None,
-                 quick: Callable[[str, bool], str | None] | None = None):
+                 quick: Callable[[str, bool], str | None] | None = None, memory: Any = None):
         self.send, self.fatal, self.speed, self.quick = send, fatal, speed, quick
+        self.memory = memory   # memory_check.LeakBench: expect_leak_free's readings
         self.broken = False   # a fatal error ended the conversation: send nothing more
         self._routes: dict[str, str] | None = None
         self._extras: set[str] = set()
@@ -240,6 +241,13 @@ class Judge:
             raise RuntimeError("this grader runs no clean kernel, so it cannot time a speed "
                                "test: grade with python -m autograder grade")
         return self.speed.measure(self, candidate, baseline, make_inputs, **settings)
+
+    def measure_leaks(self, loop: Any, **settings: Any) -> Any:
+        """``expect_leak_free``'s run, memory read by the grader (run/memory_check.py)."""
+        if self.memory is None:
+            raise RuntimeError("this grader cannot read the kernel's memory: grade with python -m "
+                               "autograder grade")
+        return self.memory.measure(self, loop, **settings)
 
     def _route(self, claimed: Any) -> tuple[str, str] | None:
         """The route a ReferenceUnavailable named, if it is one the switch really turns off

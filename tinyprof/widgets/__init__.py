@@ -11,6 +11,7 @@ from .abtest import ab_explorer
 from .explorer import Explorer, show
 from .faster import fixes_explorer
 from .latency import latency_ci_explorer
+from .leaks import leaks_explorer
 from .memory import memory_breakdown_explorer
 from .roofline import roofline_explorer
 from .scaling import amdahl_explorer, batch_scaling_explorer
@@ -19,5 +20,6 @@ from .transformer import attention_share_explorer, transformer_explorer
 __all__ = [
     "GPT_FLOP_PARTS", "AttentionShare", "Explorer", "ab_explorer", "amdahl_explorer",
     "attention_share_explorer", "batch_scaling_explorer", "fixes_explorer", "latency_ci_explorer",
+    "leaks_explorer",
     "memory_breakdown_explorer", "roofline_explorer", "show", "transformer_explorer",
 ]

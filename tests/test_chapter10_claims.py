@@ -1,0 +1,83 @@
+"""Chapter 10 says what its run shows: the instructor notebook executed once in a real kernel,
+then what its prose says about the run checked against the values its cells computed.
+
+- each leak measured alone keeps its planted bytes a step and at most 1 kB more (the sentence
+  "Beyond the planted arrays ...");
+- the same memo is a leak keyed by the step, a plateau when bounded, and the loop without
+  leaks is noise (§10.3's three shapes);
+- the snapshot comparison names the four lines the prose names: the reconstruction's, the
+  activations', the error's, and normalise's (called from the memo's line);
+- malloc_trim gives back what the freed history left resident;
+- growth per step is proportional to the batch (the same per sample), and every leak has a
+  share of it (so that fixing one alone still leaks).
+"""
+
+from __future__ import annotations
+
+import json
+
+import nbformat
+import pytest
+from chapters import SOLUTIONS
+from nbclient import NotebookClient
+
+from tinyprof.leaks import loop
+
+NOTEBOOK = SOLUTIONS / "10_leaks" / "leaks.ipynb"
+
+#: A cell appended to the executed chapter: the values its sentences are about, as JSON.
+PROBE = """
+import json as _json
+print("PROBE" + _json.dumps({
+    "alone": {name: slope for name, _, slope, _, _ in rows},
+    "shapes": {name: tp.leaks.growth_per_step(m.live, WARMUP, TOLERANCE).verdict
+               for name, m in shapes.items()},
+    "lines": [grown.source() for grown in by_line[:4]],
+    "stack": [line for _, line in by_stack.frames[:2]],
+    "rss": [start, held, freed, returned],
+    "batches": batches, "per_batch": per_batch, "shares": shares,
+}))
+"""
+
+
+def _text(cell) -> str:
+    return "".join(o["text"] for o in cell.get("outputs", []) if o.get("output_type") == "stream")
+
+
+@pytest.fixture(scope="module")
+def values() -> dict:
+    notebook = nbformat.read(NOTEBOOK, as_version=4)
+    notebook.cells.append(nbformat.v4.new_code_cell(PROBE))
+    NotebookClient(notebook, timeout=600, kernel_name="python3",
+                   resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
+    probe = _text(notebook.cells[-1])
+    return json.loads(probe[probe.index("PROBE") + 5:])
+
+
+def test_each_leak_alone_keeps_its_planted_bytes(values):
+    for leak in loop.LEAKS:
+        planted = loop.leak_bytes_per_step(leak)
+        assert planted <= values["alone"][leak] <= planted + 1024, (leak, values["alone"])
+    assert values["alone"]["none"] < 1024
+
+
+def test_a_leak_a_plateau_and_no_leak(values):
+    assert list(values["shapes"].values()) == ["leak", "plateau", "noise"], values["shapes"]
+
+
+def test_the_snapshots_name_the_lines_the_prose_names(values):
+    assert sorted(line.split("#")[0].strip() for line in values["lines"]) == sorted([
+        "recon = hidden @ self.w2", "hidden = np.tanh(x @ self.w1)", "error = recon - x",
+        "return (raw - raw.mean(axis=0)) / (raw.std(axis=0) + 1e-3)"]), values["lines"]
+
+
+def test_malloc_trim_gives_back_what_the_freed_history_left(values):
+    start, held, freed, returned = values["rss"]
+    assert held - start > 30e6 and returned < freed and returned - start < 10e6, values["rss"]
+
+
+def test_growth_is_proportional_to_the_batch_and_every_leak_has_a_share(values):
+    per_sample = [rate / size for rate, size in zip(values["per_batch"], values["batches"])]
+    assert max(per_sample) / min(per_sample) < 1.05, per_sample
+    assert all(share > 0.03 for share in values["shares"].values()), values["shares"]
+    assert sum(values["shares"].values()) == pytest.approx(1.0)
