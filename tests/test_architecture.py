@@ -24,6 +24,9 @@ cycle. A module may import modules of its own layer or of the layers below it, n
     pytorch      pytorch (its __init__ only)        chapter 7: the public face over the torch
                                                     modules of the wings above
     faster       faster.* (pipeline)                chapter 8: a slow step and its fixes
+    loading      loading.* (files, storage,         chapter 09: the input pipeline, a device
+                 dataset, timeline, device, cache,  that waits for data, and the fixes
+                 prefetch, workers, model, loop)
     leaks        leaks.* (loop, measure, growth,    chapter 10: memory over many steps, leaks
                  snapshots)                         told from plateaus and found by line
     widgets      widgets.*                          explorers
@@ -66,6 +69,7 @@ LAYERS = [
     ("bench", {"bench"}),
     ("pytorch", {"pytorch"}),
     ("faster", {"faster"}),
+    ("loading", {"loading"}),
     ("leaks", {"leaks"}),
     ("widgets", {"widgets"}),
     ("facade", {"profiler", "", "testing", "remote", "wire", "memcheck"}),
@@ -116,10 +120,10 @@ def test_every_module_has_a_layer():
 def test_every_wing_sits_on_one_floor_in_chapter_order():
     """A floor holds whole top-level modules (no wing is split over floors, as the torch wing
     once was), and the chapters' wings stand in the chapters' order: 1 params, 2 flops,
-    3 memory, 4 timing, 5 bottlenecks, 6 bench, 7 pytorch, 8 faster, 10 leaks."""
+    3 memory, 4 timing, 5 bottlenecks, 6 bench, 7 pytorch, 8 faster, 9 loading, 10 leaks."""
     assert not [t for _, tops in LAYERS for t in tops if "." in t]
     chapters = ["params", "flops", "memory", "timing", "bottlenecks", "bench", "pytorch",
-                "faster", "leaks"]
+                "faster", "loading", "leaks"]
     assert [RANK[wing] for wing in chapters] == sorted(RANK[wing] for wing in chapters)
     assert len({RANK[wing] for wing in chapters}) == len(chapters)
 

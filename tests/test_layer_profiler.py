@@ -3,6 +3,7 @@ self time = total − children, warm-up calls left out, Chrome trace JSON with o
 per call, methods restored afterwards, and Amdahl on the measured shares."""
 
 import json
+import threading
 
 import numpy as np
 import pytest
@@ -81,7 +82,10 @@ def test_chrome_trace_has_one_complete_event_per_call(mlp_step, tmp_path):
         step()
         step()
     path = prof.export_chrome_trace(tmp_path / "step.json")
-    events = json.loads(path.read_text())["traceEvents"]
+    trace = json.loads(path.read_text())["traceEvents"]
+    events = [e for e in trace if e["ph"] == "X"]
+    assert [e["args"]["name"] for e in trace if e["ph"] == "M"] == ["layers"]
+    assert {e["tid"] for e in trace} == {threading.get_ident()}
     assert len(events) == len(prof.layers.calls) == 24
     for event, call in zip(events, prof.layers.calls):
         assert event["ph"] == "X" and event["name"] == call.name and event["cat"] == call.phase
@@ -151,7 +155,7 @@ def test_a_profiler_records_one_block_and_refuses_a_second(mlp_step):
             step()
     assert len(prof.layers.calls) == calls and prof.layers.wall_seconds == wall
     assert LayerProfiler._active is None and prof.layers.coverage <= 1.0
-    assert min(e["ts"] for e in prof.layers.chrome_trace()["traceEvents"]) >= 0
+    assert min(e["ts"] for e in prof.layers.chrome_trace()["traceEvents"] if e["ph"] == "X") >= 0
     with tp.Profiler():        # a new one records as usual
         step()
 

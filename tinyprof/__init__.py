@@ -73,8 +73,9 @@ _EXPORTS = {
 }
 #: Submodules reachable as attributes (``tp.nn``, ``tp.roofline``, ``tp.widgets``, ...).
 _SUBMODULES = frozenset({
-    "amdahl", "bench", "bottlenecks", "faster", "flops", "leaks", "memory", "models", "nn", "ops",
-    "params", "plots", "profiler", "pytorch", "shapes", "table", "timing", "units", "widgets",
+    "amdahl", "bench", "bottlenecks", "faster", "flops", "leaks", "loading", "memory", "models",
+    "nn", "ops", "params", "plots", "profiler", "pytorch", "shapes", "table", "timing", "units",
+    "widgets",
 } | {old for old in _MOVED if "." not in old})
 #: What ``import tinyprof`` used to load with the package: loaded together by _load_all.
 _EAGER_SUBMODULES = ("flops", "memory", "models", "nn", "ops", "optim", "scaling", "shapes",

@@ -41,6 +41,7 @@ from typing import Any, Callable, Iterator
 from ..amdahl import amdahl_speedup
 from ..nn.module import Module
 from ..table import Table
+from ..timing.chrome import chrome_trace, complete_event, write_chrome_trace
 from ..units import format_percent, format_seconds
 
 PHASES = ("forward", "backward")
@@ -291,22 +292,21 @@ class LayerProfiler:
         return amdahl_speedup(self.share(select), factor)
 
     def chrome_trace(self) -> dict[str, Any]:
-        """Chrome trace event JSON: one complete ("X") event per call, times in microseconds."""
-        pid, origin = os.getpid(), self._started
-        events = [{"name": call.name, "cat": call.phase, "ph": "X", "pid": pid, "tid": 0,
-                   "ts": (call.start - origin) * 1e6, "dur": call.total_seconds * 1e6,
-                   "args": {"type": call.kind, "phase": call.phase, "warmup": call.warmup,
-                            "self_us": call.self_seconds * 1e6}}
+        """Chrome trace event JSON (:mod:`tinyprof.timing.chrome`): one complete ("X") event
+        per call, times in microseconds from the block's start, on the lane of the thread that
+        ran the block (its ident is the tid; the layers it records all run there)."""
+        tid = self._thread or 0
+        events = [complete_event(call.name, call.start, call.end, origin=self._started, tid=tid,
+                                 cat=call.phase,
+                                 args={"type": call.kind, "phase": call.phase,
+                                       "warmup": call.warmup,
+                                       "self_us": call.self_seconds * 1e6})
                   for call in self.calls]
-        return {"traceEvents": events, "displayTimeUnit": "ms"}
+        return chrome_trace(events, {tid: "layers"})
 
     def export_chrome_trace(self, path: str | os.PathLike) -> Path:
         """Write :meth:`chrome_trace` to ``path`` (open it in Perfetto or chrome://tracing)."""
-        import json
-
-        path = Path(path)
-        path.write_text(json.dumps(self.chrome_trace()))
-        return path
+        return write_chrome_trace(path, self.chrome_trace())
 
 
 class _Empty(Module):

@@ -10,6 +10,8 @@
 - :mod:`.scaling`: throughput and latency across batch sizes (loaded when used);
 - :mod:`.speed`: ``measure_speedup``, a rewrite against its baseline on fresh inputs, every
   output checked (chapter 08's speed tests; loaded when used);
+- :mod:`.chrome`: the Chrome trace event format that ``tp.Profiler`` and chapter 09's timeline
+  write (Perfetto, chrome://tracing; loaded when used);
 - :mod:`.torch_cuda`: ``cuda_event_seconds``, a torch callable timed by the GPU's own events
   (``tinyprof.pytorch``; loaded when used).
 """
