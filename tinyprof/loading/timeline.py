@@ -138,6 +138,12 @@ class Timeline:
         """Write :meth:`chrome_trace` to ``path`` (Perfetto, chrome://tracing)."""
         return write_chrome_trace(path, self.chrome_trace())
 
+    def plot(self, title: str = "Timeline"):
+        """The figure of :func:`tinyprof.plots.plot_timeline`: one lane per thread."""
+        from ..plots.timeline import plot_timeline
+
+        return plot_timeline(self.events, title=title)
+
     def __len__(self) -> int:
         return len(self.events)
 

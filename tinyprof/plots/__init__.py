@@ -9,7 +9,8 @@ computed from its data, which a notebook and the book give its image as alt text
 * where a quantity goes (:mod:`.breakdown`);
 * latency samples and confidence intervals (:mod:`.latency`);
 * the roofline (:mod:`.roofline`);
-* A/B tests and benchmark suites (:mod:`.comparison`).
+* A/B tests and benchmark suites (:mod:`.comparison`);
+* a run's timeline, one lane per thread (:mod:`.timeline`, chapter 09).
 """
 
 from .breakdown import MEMORY_COLORS, plot_breakdown, plot_memory_breakdown, plot_shares
@@ -28,11 +29,13 @@ from .style import (
     plain_log_axis,
     style_axes,
 )
+from .timeline import EVENT_COLORS, plot_timeline
 
 __all__ = [
     "ACCENT", "BOUND_COLORS", "DescribedFigure", "FIGSIZE", "HIGHLIGHT", "MEMORY_COLORS", "MUTED",
     "amdahl_words", "describe_axes", "described", "figure_description", "new_figure",
     "plain_log2_axis", "plain_log_axis", "plot_ab", "plot_amdahl", "plot_batch_scaling",
     "plot_breakdown", "plot_ci_funnel", "plot_latency", "plot_latency_log", "plot_memory_breakdown",
-    "plot_performance_comparison", "plot_roofline", "plot_scaling", "plot_shares", "style_axes",
+    "plot_performance_comparison", "plot_roofline", "plot_scaling", "plot_shares",
+    "plot_timeline", "EVENT_COLORS", "style_axes",
 ]
