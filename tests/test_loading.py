@@ -124,6 +124,18 @@ def test_a_batched_read_pays_the_latency_once(folder):
     assert store.request_seconds(1000, requests=3) == pytest.approx(0.03)
 
 
+def test_a_data_set_with_batched_reads_gives_the_same_batch_in_one_request(folder):
+    requests = []
+    store = Storage("counted", latency=0.001)
+    batched = ImageFolder(folder, store, batched_reads=True)
+    batched.storage = type("Counted", (), {
+        "read_many": lambda self, paths: requests.append(len(paths)) or store.read_many(paths)})()
+    expected = ImageFolder(folder).batch(range(40, 72), 3)
+    got = batched.batch(range(40, 72), 3)
+    np.testing.assert_array_equal(got.x, expected.x)
+    assert requests == [32]
+
+
 # -- timeline ------------------------------------------------------------------------------------
 def test_utilization_and_input_wait_from_events():
     events = [Event("load", "MainThread", 1, 0.0, 1.0), Event("compute", "device", 2, 1.0, 2.0),
