@@ -186,12 +186,21 @@ def sleep_batches(seconds: float, steps: int, batch_size: int = 8):
         yield source.batch(range(batch_size), step)
 
 
-LOAD, COMPUTE, STEPS = 0.02, 0.01, 12
+#: Stages of tens of ms. On a busy machine each hand-over between threads (loader → host →
+#: device → host) and each wake-up from a sleep waits to be scheduled, which the model leaves
+#: out: beside other users' jobs (load average 5 on 2 cores) single runs came out up to 40 %
+#: slow. Such delays only add time, so each run is repeated and the fastest one is compared.
+LOAD, COMPUTE, STEPS = 0.04, 0.02, 10
+TRIES = 3
+
+
+def fastest(make_run):
+    return min((make_run() for _ in range(TRIES)), key=lambda done: done.wall_seconds)
 
 
 @pytest.mark.parametrize("depth", [0, 1, 3])
 def test_the_model_predicts_a_run_within_15_percent(depth):
-    run_ = run(sleep_batches(LOAD, STEPS), COMPUTE, depth=depth)
+    run_ = fastest(lambda: run(sleep_batches(LOAD, STEPS), COMPUTE, depth=depth))
     predicted = predict(LOAD, COMPUTE, depth=depth, steps=STEPS)
     result = check(predicted, run_.wall_seconds, run_.utilization)
     print(result)
@@ -202,10 +211,10 @@ def test_the_model_predicts_a_run_within_15_percent(depth):
 
 
 def test_the_model_predicts_workers_within_15_percent():
-    load = 0.04   # slower than the compute: two workers halve it to 20 ms, still the bound
+    load = 0.08   # slower than the compute: two workers halve it to 40 ms, still the bound
     plan = batch_plan(64, 8, STEPS)
     with Workers(SleepLoad(load), workers=2, kind="thread") as pool:
-        run_ = run(pool.batches(plan, ahead=2), COMPUTE)
+        run_ = fastest(lambda: run(pool.batches(plan, ahead=2), COMPUTE))
     predicted = predict(load, COMPUTE, depth=2, workers=2, steps=STEPS)
     result = check(predicted, run_.wall_seconds, run_.utilization)
     print(result)
