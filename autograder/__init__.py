@@ -78,6 +78,11 @@ worker) or the sandbox around a student's kernel. Student code runs only in the 
   fitted here, and the loop's losses checked at every step against a clean loop run here.
   *Threat*: memory freed around the reads, kept by a child process or in a tmpfs file, a loop
   that returns early or skips steps.
+- ``pipeline_check``: an input loop's test writes a fresh data set in the kernel for a seed drawn
+  here, times the loop's call from here (the round trip), checks every step's value against
+  values computed here and holds the wall to its physical floor (the device's steps one at a
+  time). *Threat*: a patched clock or sleep, batches dropped, skipped or reordered, data read
+  by earlier cells.
 
 ``dispatch/``: who grades each submission, behind one protocol (``Dispatcher`` in ``contract``:
 ``run`` the tasks, ``done`` called in the grading parent for each). ``pool`` keeps ``--jobs``

@@ -179,7 +179,8 @@ class Judge:
             return Verdict(False, "KernelError", _cut(str(broken)), _cut(printed.getvalue()),
                            review=[f"the kernel broke the grader's protocol: {broken}"])
         except AssertionError as failure:
-            return Verdict(False, "AssertionError", _cut(str(failure)), _cut(printed.getvalue()))
+            return Verdict(False, "AssertionError", _cut(str(failure)), _cut(printed.getvalue()),
+                           review=list(getattr(failure, "review", [])))
         except testing.TamperingDetected:
             return Verdict(False, "TamperingDetected", TAMPERED, _cut(printed.getvalue()),
                            review=[TAMPERED])
@@ -248,6 +249,12 @@ class Judge:
             raise RuntimeError("this grader cannot read the kernel's memory: grade with python -m "
                                "autograder grade")
         return self.memory.measure(self, loop, **settings)
+
+    def measure_pipeline(self, loop: Any, task: Any) -> tuple[Any, float]:
+        """``expect_busy_device``'s run, timed by the grader (run/pipeline_check.py)."""
+        from .pipeline_check import measure
+
+        return measure(self, loop, task)
 
     def _route(self, claimed: Any) -> tuple[str, str] | None:
         """The route a ReferenceUnavailable named, if it is one the switch really turns off

@@ -59,11 +59,18 @@ def write_image_folder(folder: str | os.PathLike, count: int | None = None) -> l
     count = len(labels) if count is None else int(count)
     if not 0 < count <= len(labels):
         raise ValueError(f"count must be between 1 and {len(labels)}, got {count}")
+    return write_images(folder, images[:count], labels[:count])
+
+
+def write_images(folder: str | os.PathLike, images: np.ndarray,
+                 labels: np.ndarray) -> list[Path]:
+    """Write ``images`` (pixel counts 0–16, 64 each) as ``folder/<label>/<index>.png``, index
+    = position in ``images``; return the paths in that order."""
     paths = []
-    for index in range(count):
-        path = sample_path(folder, labels[index], index)
+    for index, (image, label) in enumerate(zip(images, labels)):
+        path = sample_path(folder, label, index)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(encode_png(images[index]))
+        path.write_bytes(encode_png(image))
         paths.append(path)
     return paths
 
