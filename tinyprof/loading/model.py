@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 from ..units import format_percent, format_seconds
 
+__all__ = ["Check", "Prediction", "check", "predict", "schedule"]
+
 
 @dataclass(frozen=True)
 class Prediction:
@@ -101,3 +103,35 @@ def check(prediction: Prediction, measured_seconds: float,
           measured_utilization: float) -> Check:
     """Compare a prediction with a run's measured wall time and utilization."""
     return Check(prediction, measured_seconds, measured_utilization)
+
+
+def schedule(load: float, compute: float, *, depth: int = 0, workers: int = 1,
+             steps: int = 8) -> list:
+    """The model's timeline: the :class:`~.timeline.Event` s a run with these stage times
+    would record if every stage took exactly its time (no noise, no hand-over cost). Batch k's
+    load starts when a worker is free and, with ``depth`` d, once batch k − d has been handed to
+    the device (at most d loaded ahead); step k computes once its batch is loaded and step k − 1
+    is done. Depth 0: the host loads, then the device computes, in turn. Its wall time is
+    :func:`predict`'s total, except when loading sets the pace with several workers: they start
+    together, so batches arrive in groups and the run ends up to a few % earlier."""
+    from .timeline import DEVICE, Event
+
+    events, free = [], [0.0] * (workers if depth else 1)
+    starts: list[float] = []
+    device_free = 0.0
+    for k in range(steps):
+        worker = min(range(len(free)), key=free.__getitem__)
+        begin = free[worker] if depth else device_free
+        if depth and k >= depth:
+            begin = max(begin, starts[k - depth])
+        ready = begin + load
+        free[worker] = ready
+        lane = f"loader {worker}" if depth else "MainThread"
+        events.append(Event("load", lane, 100 + worker if depth else 1, begin, ready))
+        start = max(ready, device_free)
+        if start > device_free and k:
+            events.append(Event("wait for batch", "MainThread", 1, device_free, start))
+        starts.append(start)
+        device_free = start + compute
+        events.append(Event("compute", DEVICE, 2, start, device_free))
+    return events

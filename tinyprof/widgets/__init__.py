@@ -13,6 +13,7 @@ from .faster import fixes_explorer
 from .latency import latency_ci_explorer
 from .leaks import leaks_explorer
 from .memory import memory_breakdown_explorer
+from .pipeline import pipeline_explorer
 from .roofline import roofline_explorer
 from .scaling import amdahl_explorer, batch_scaling_explorer
 from .transformer import attention_share_explorer, transformer_explorer
@@ -21,5 +22,6 @@ __all__ = [
     "GPT_FLOP_PARTS", "AttentionShare", "Explorer", "ab_explorer", "amdahl_explorer",
     "attention_share_explorer", "batch_scaling_explorer", "fixes_explorer", "latency_ci_explorer",
     "leaks_explorer",
-    "memory_breakdown_explorer", "roofline_explorer", "show", "transformer_explorer",
+    "memory_breakdown_explorer", "pipeline_explorer", "roofline_explorer", "show",
+    "transformer_explorer",
 ]
