@@ -254,6 +254,9 @@ class Judge:
         """``expect_busy_device``'s run, timed by the grader (run/pipeline_check.py)."""
         from .pipeline_check import measure
 
+        if type(loop) is not Kernel:
+            raise TypeError("expect_busy_device runs a function of the student's notebook: pass it "
+                            f"by its name, got {type(loop).__name__}")
         return measure(self, loop, task)
 
     def _route(self, claimed: Any) -> tuple[str, str] | None:

@@ -72,6 +72,13 @@ class ImageFolder:
     def __len__(self) -> int:
         return len(self.paths)
 
+    def __getitem__(self, index: int) -> tuple[np.ndarray, int]:
+        """Sample ``index`` as a map-style data set gives it (what ``torch.utils.data.DataLoader``
+        indexes): its (64,) float32 pixels / 16, read and decoded, not augmented, and its
+        label."""
+        image = self.decoded([int(index)])[0]
+        return image.reshape(SIDE * SIDE).astype(np.float32) / 16, int(self.labels[int(index)])
+
     def __getstate__(self) -> dict:
         return {**self.__dict__, "timeline": None}   # a timeline stays in its process
 
