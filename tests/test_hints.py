@@ -29,13 +29,19 @@ import tinyprof as tp
 from tinyprof.testing import expect
 
 #: Chapters whose every visible hint must be reached by a mistake below.
-COVERED = ("04_latency", "05_bottlenecks", "06_benchmarking", "07_pytorch", "08_faster")
+COVERED = ("04_latency", "05_bottlenecks", "06_benchmarking", "07_pytorch", "08_faster",
+           "09_pipeline")
 #: Code cells (by id) that define the fakes a chapter's visible tests use (chapter 07: the GPT
 #: and its `model`, the toy models, the fake GPU; torch and nn as its set-up cell imports them;
-#: chapter 08: the pipeline, its constants and the output comparisons).
+#: chapter 08: the pipeline, its constants and the output comparisons; chapter 09: the pipeline's
+#: parts, Event and drive_prefetcher).
 FIXTURES = {"03_memory": ("cell-06",), "04_latency": ("cell-18",), "06_benchmarking": ("cell-08",),
-            "07_pytorch": ("cell-04", "cell-10", "cell-44"), "08_faster": ("cell-03",)}
-IMPORTS = {"07_pytorch": "import torch\nfrom torch import nn\n"}
+            "07_pytorch": ("cell-04", "cell-10", "cell-44"), "08_faster": ("cell-03",),
+            "09_pipeline": ("31120452",)}
+IMPORTS = {"07_pytorch": "import torch\nfrom torch import nn\n",
+           "09_pipeline": ("import os\nimport queue\nimport threading\n"
+                           "from tinyprof import pipecheck\n"
+                           "from tinyprof.testing import reference_unavailable\n")}
 
 
 def _cells(chapter: str) -> list[dict]:
@@ -983,6 +989,150 @@ _CH07 = {
 }
 MISTAKES.update({name: ("07_pytorch", grade_id, answer, hint)
                  for name, (grade_id, answer, hint) in _CH07.items()})
+
+
+def _wait(busy: str = "pass", wall: str = "events") -> str:
+    """``input_wait_fraction`` with its busy time or its wall replaced."""
+    return f"""
+        def input_wait_fraction(events, lane="device"):
+            if not events:
+                return 0.0
+            mine = sorted((e for e in events if e.lane == lane), key=lambda e: e.start)
+            wall = max(e.end for e in {wall}) - min(e.start for e in {wall})
+            busy, reach = 0.0, -np.inf
+            for e in mine:
+                start = max(e.start, reach)
+                if e.end > start:
+                    busy += e.end - start
+                reach = max(reach, e.end)
+            {busy}
+            return 1.0 - busy / wall
+        """
+
+
+def _predicted(slow: str = "steps * (load + compute)",
+               fast: str = "load + (steps - 1) * max(load / min(workers, depth), compute) + compute"
+               ) -> str:
+    return f"""
+        def predicted_seconds(load, compute, steps, depth=0, workers=1):
+            if depth == 0:
+                return {slow}
+            return {fast}
+        """
+
+
+#: The solution's Prefetcher (a thread, a bounded queue, the end and the error through it).
+_PREFETCHER = """
+    class Prefetcher:
+        def __init__(self, source, depth=2):
+            self._source = iter(source)
+            self._queue = queue.Queue(maxsize=depth)
+            self._stop = threading.Event()
+            self._thread = threading.Thread(target=self._load, daemon=True)
+            self._thread.start()
+
+        def _put(self, item):
+            while not self._stop.is_set():
+                try:
+                    self._queue.put(item, timeout=0.02)
+                    return True
+                except queue.Full:
+                    pass
+            return False
+
+        def _load(self):
+            try:
+                for item in self._source:
+                    if not self._put(("item", item)):
+                        return
+                self._put(("end", None))
+            except Exception as error:
+                self._put(("error", error))
+
+        def __iter__(self):
+            return self
+
+        def __next__(self):
+            if self._stop.is_set():
+                raise StopIteration
+            kind, value = self._queue.get()
+            if kind == "item":
+                return value
+            self.close()
+            if kind == "error":
+                raise value
+            raise StopIteration
+
+        def close(self):
+            self._stop.set()
+            self._thread.join()
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc_info):
+            self.close()
+    """
+
+_CH09 = {
+    "input_wait_fraction, durations summed": (
+        "test_input_wait_fraction", _wait(busy="busy = sum(e.end - e.start for e in mine)"),
+        "busy time is the union of the device's events"),
+    "input_wait_fraction, the device's own wall": (
+        "test_input_wait_fraction", _wait(wall="mine"), "the run's wall spans every event"),
+    "input_wait_fraction, the utilization": (
+        "test_input_wait_fraction", _wait(busy="return busy / wall"),
+        "That is the utilization"),
+    "predicted_seconds, always overlapped": (
+        "test_predicted_seconds", _predicted(slow="steps * max(load, compute)"),
+        "Without prefetching nothing overlaps"),
+    "predicted_seconds, no fill": (
+        "test_predicted_seconds",
+        _predicted(fast="steps * max(load / min(workers, depth), compute)"),
+        "That leaves out the fill"),
+    "predicted_seconds, prefetching ignored": (
+        "test_predicted_seconds", _predicted(fast="steps * (load + compute)"),
+        "With a depth ≥ 1 loading overlaps computing"),
+    "predicted_seconds, n steps at the pace": (
+        "test_predicted_seconds",
+        _predicted(fast="load + steps * max(load / min(workers, depth), compute) + compute"),
+        "The fill is one load, then n − 1 steps"),
+    "predicted_seconds, every worker loads at once": (
+        "test_predicted_seconds",
+        _predicted(fast="load + (steps - 1) * max(load / workers, compute) + compute"),
+        "only min(workers, depth) load at once"),
+    "Prefetcher, loads when asked": ("test_Prefetcher", """
+        class Prefetcher:
+            def __init__(self, source, depth=2):
+                self._source = iter(source)
+
+            def __iter__(self):
+                return self
+
+            def __next__(self):
+                return next(self._source)
+
+            def close(self):
+                pass
+        """, "Your Prefetcher loads only when asked"),
+    "Prefetcher, an unbounded queue": (
+        "test_Prefetcher", _PREFETCHER.replace("queue.Queue(maxsize=depth)", "queue.Queue()"),
+        "Your loader runs ahead without bound"),
+    "Prefetcher, the loader's exception swallowed": (
+        "test_Prefetcher", _PREFETCHER.replace('self._put(("error", error))',
+                                               'self._put(("end", None))'),
+        "The loader's exception was swallowed"),
+    "train_fast, the loop as given": ("test_train_fast", """
+        def train_fast(task):
+            values = []
+            with tp.loading.Device() as device:
+                for batch in task.batches():
+                    values.append(device.submit(lambda b=batch: task.step(b)).result())
+            return values
+        """, "The device still waits for input"),
+}
+MISTAKES.update({name: ("09_pipeline", grade_id, answer, hint)
+                 for name, (grade_id, answer, hint) in _CH09.items()})
 
 
 @lru_cache(maxsize=None)
