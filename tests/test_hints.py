@@ -1074,6 +1074,17 @@ _PREFETCHER = """
             self.close()
     """
 
+#: ... whose put gives up when close() sets the stop flag.
+_PUT = """def _put(self, item):
+            while not self._stop.is_set():
+                try:
+                    self._queue.put(item, timeout=0.02)
+                    return True
+                except queue.Full:
+                    pass
+            return False"""
+assert _PUT in _PREFETCHER
+
 _CH09 = {
     "input_wait_fraction, durations summed": (
         "test_input_wait_fraction", _wait(busy="busy = sum(e.end - e.start for e in mine)"),
@@ -1101,6 +1112,14 @@ _CH09 = {
         "test_predicted_seconds",
         _predicted(fast="load + (steps - 1) * max(load / workers, compute) + compute"),
         "only min(workers, depth) load at once"),
+    "predicted_seconds, the sum at the pace": (
+        "test_predicted_seconds",
+        _predicted(fast="load + (steps - 1) * (load / min(workers, depth) + compute) + compute"),
+        "the pace is max(L, C), not L + C"),
+    "predicted_seconds, workers ignored": (
+        "test_predicted_seconds",
+        _predicted(fast="load + (steps - 1) * max(load, compute) + compute"),
+        "Here the device bounds the pace: L / min(w, d) = 15 ms < C = 20 ms"),
     "Prefetcher, loads when asked": ("test_Prefetcher", """
         class Prefetcher:
             def __init__(self, source, depth=2):
@@ -1122,6 +1141,23 @@ _CH09 = {
         "test_Prefetcher", _PREFETCHER.replace('self._put(("error", error))',
                                                'self._put(("end", None))'),
         "The loader's exception was swallowed"),
+    # Hangs the order scenario: drive_prefetcher gives up on it after 5 * PATIENCE (10 s).
+    "Prefetcher, no end marker": (
+        "test_Prefetcher", _PREFETCHER.replace('self._put(("end", None))', "pass"),
+        "the end of the source, or the loader's error, must be put in the queue too"),
+    # A plain put that nothing wakes, and a join that gives up on it: the thread is left.
+    "Prefetcher, close() gives up on a loader blocked on a full queue": (
+        "test_Prefetcher", _PREFETCHER.replace(_PUT, """def _put(self, item):
+            self._queue.put(item)
+            return True""").replace("self._thread.join()", "self._thread.join(timeout=0.5)"),
+        "After a break the loader is blocked on a full queue: close() must wake it"),
+    # The same put with the stop flag checked between items, and close() joining for good: the
+    # probe lets the loader block on the full queue before it breaks, so close() hangs (10 s).
+    "Prefetcher, close() joins a loader blocked on a full queue": (
+        "test_Prefetcher", _PREFETCHER.replace(_PUT, """def _put(self, item):
+            self._queue.put(item)
+            return not self._stop.is_set()"""),
+        "or close() join a thread stuck on a full queue?"),
     "train_fast, the loop as given": ("test_train_fast", """
         def train_fast(task):
             values = []

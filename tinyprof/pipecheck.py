@@ -398,6 +398,11 @@ def drive_prefetcher(prefetcher: Callable, depth: int = 2, n: int = 8,
         loader = prefetcher(source, depth)
         for count, _ in enumerate(loader, 1):
             if count == 2:
+                # Let the loader fill the queue and block on it before the consumer stops: a
+                # close() that cannot wake a blocked loader is then seen (it hangs, or the
+                # thread is left).
+                source.started_event(count + depth).wait(PATIENCE)
+                time.sleep(0.05)
                 break
         loader.close()
         report["left_after_break"] = extra_threads(before)

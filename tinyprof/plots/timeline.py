@@ -40,7 +40,9 @@ def plot_timeline(events: Sequence[Any], *, title: str = "Timeline",
                 linewidth=0.3)
     ax.set_yticks(range(len(lanes)), lanes)
     ax.invert_yaxis()
-    ax.legend(loc="upper right", fontsize="small", ncol=min(len(shown), 4))
+    # Below the axes, so that no lane's events are hidden behind it.
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize="small",
+              ncol=min(len(shown), 7), frameon=False)
     style_axes(ax, title, "time (ms)", "")
     wall = max(e.end for e in events) - origin
     busy = sum(e.end - e.start for e in events if e.lane == busy_lane and e.name == "compute")
