@@ -201,7 +201,7 @@ def test_an_explorer_shows_its_figure_without_the_widget_library(server, browser
 FIGURE_KINDS = ("Bar chart: ", "Stacked area chart: ", "Stacked bar chart: ", "Line chart: ",
                 "Amdahl's law: ", "Roofline chart, log-log: ", "Histogram of time per call: ",
                 "A/B test in two panels. ", "Two panels. Left: Histogram of time per call",
-                "Benchmark suite of ", "Figure")
+                "Benchmark suite of ", "Timeline chart, a lane per thread: ", "Figure")
 #: Figures drawn by a chapter's own matplotlib code that the chapter has not yet made a
 #: ``tp.plots.DescribedFigure`` (chapter 04's first-calls plot is one now), by chapter.
 UNDESCRIBED: dict[str, int] = {}

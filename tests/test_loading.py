@@ -288,6 +288,18 @@ def test_the_profiler_writes_the_same_format(tmp_path):
     assert complete and all({"name", "ts", "dur", "pid", "tid"} <= e.keys() for e in complete)
     assert [e["args"]["name"] for e in names] == ["layers"]
     assert {e["tid"] for e in complete} == {names[0]["tid"]} == {threading.get_ident()}
+    # microseconds: each event's dur is its recorded call's seconds × 1e6, in call order
+    calls = prof.layers.calls
+    assert len(complete) == len(calls) > 1
+    for event, call in zip(sorted(complete, key=lambda e: (e["ts"], -e["dur"])),
+                           sorted(calls, key=lambda c: (c.start, -c.total_seconds))):
+        assert event["dur"] == pytest.approx(call.total_seconds * 1e6, abs=1e-3)
+    # properly nested: two events are disjoint or one contains the other (the model's call
+    # contains its layers')
+    spans = sorted(((e["ts"], e["ts"] + e["dur"]) for e in complete), key=lambda s: (s[0], -s[1]))
+    for (a0, a1), (b0, b1) in zip(spans, spans[1:]):
+        assert b0 >= a1 - 1e-3 or b1 <= a1 + 1e-3, ((a0, a1), (b0, b1))
+    assert any(b1 <= a1 and b0 > a0 for (a0, a1), (b0, b1) in zip(spans, spans[1:]))
 
 
 # -- Prefetcher ------------------------------------------------------------------------------------

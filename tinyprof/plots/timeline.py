@@ -47,5 +47,5 @@ def plot_timeline(events: Sequence[Any], *, title: str = "Timeline",
     wall = max(e.end for e in events) - origin
     busy = sum(e.end - e.start for e in events if e.lane == busy_lane and e.name == "compute")
     share = (f"The {busy_lane} computes for {number(busy * 1e3)} ms of them." if busy else "")
-    return described(fig, f"Timeline: {title}, {len(lanes)} lanes ({', '.join(lanes)}) over "
-                          f"{number(wall * 1e3)} ms.", share)
+    return described(fig, f"Timeline chart, a lane per thread: {title}, {len(lanes)} lanes "
+                          f"({', '.join(lanes)}) over {number(wall * 1e3)} ms.", share)
