@@ -5,8 +5,7 @@ then what its prose says about the run checked against the values its cells comp
 - §9.4: each prediction is printed with its error, and the runs it predicts are the runs made;
 - §9.5: prefetching makes the step shorter and the device busier, and the explorer starts from
   the stage times measured;
-- §9.6: decoding holds the GIL (two threads are no faster than one loader), waiting releases it
-  (two threads read the network file system faster);
+- §9.6: waiting releases the GIL (two threads read the network file system faster);
 - §9.8: with DataLoader's two workers the host waits for the first batch, not for the others;
 - Scale it up: a batched read's cost per sample falls with the batch; the warm cache's
   measured bytes exceed its pixels' (the header and dict entry of each small array).
@@ -70,9 +69,11 @@ def test_prefetching_shortens_the_step_and_busies_the_device(values):
     assert fast < 0.8 * slow and fast_busy > slow_busy + 0.15, values
 
 
-def test_decoding_holds_the_gil_and_waiting_releases_it(values):
-    decode, waiting = values["decode"], values["waiting"]
-    assert decode["thread"] > 0.9 * decode["serial"], decode
+def test_waiting_releases_the_gil(values):
+    """Two threads read the network file system faster than one (whether they also decode
+    faster depends on the machine's load: Pillow's C decoder releases the GIL, and a fresh-clone
+    run beside other tests measured 1.42x; the chapter prints whichever it measured)."""
+    waiting = values["waiting"]
     assert waiting["serial"] / waiting["thread"] > 1.4, waiting
 
 
