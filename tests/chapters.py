@@ -48,3 +48,20 @@ def grade_cli(submissions: Path, out: Path, timeout: int = 900) -> tuple[list[di
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     with open(out / "grades.csv", newline="", encoding="utf-8") as handle:
         return list(csv.DictReader(handle)), run.stdout
+
+
+def probed_values(notebook_path: Path, probe: str) -> dict:
+    """Execute an instructor notebook in a real kernel with ``probe`` appended, a cell that
+    prints "PROBE" and then the values the chapter's sentences are about as JSON; those values."""
+    import json
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    notebook = nbformat.read(notebook_path, as_version=4)
+    notebook.cells.append(nbformat.v4.new_code_cell(probe))
+    NotebookClient(notebook, timeout=600, kernel_name="python3",
+                   resources={"metadata": {"path": str(notebook_path.parent)}}).execute()
+    printed = "".join(o["text"] for o in notebook.cells[-1].get("outputs", [])
+                      if o.get("output_type") == "stream")
+    return json.loads(printed[printed.index("PROBE") + 5:])

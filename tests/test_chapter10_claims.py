@@ -14,12 +14,8 @@ then what its prose says about the run checked against the values its cells comp
 
 from __future__ import annotations
 
-import json
-
-import nbformat
 import pytest
-from chapters import SOLUTIONS
-from nbclient import NotebookClient
+from chapters import SOLUTIONS, probed_values
 
 from tinyprof.leaks import loop
 
@@ -40,18 +36,9 @@ print("PROBE" + _json.dumps({
 """
 
 
-def _text(cell) -> str:
-    return "".join(o["text"] for o in cell.get("outputs", []) if o.get("output_type") == "stream")
-
-
 @pytest.fixture(scope="module")
 def values() -> dict:
-    notebook = nbformat.read(NOTEBOOK, as_version=4)
-    notebook.cells.append(nbformat.v4.new_code_cell(PROBE))
-    NotebookClient(notebook, timeout=600, kernel_name="python3",
-                   resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
-    probe = _text(notebook.cells[-1])
-    return json.loads(probe[probe.index("PROBE") + 5:])
+    return probed_values(NOTEBOOK, PROBE)
 
 
 def test_each_leak_alone_keeps_its_planted_bytes(values):
