@@ -1,10 +1,10 @@
 """The pipeline's model: step time and device utilization predicted from measured stage times.
 
 Inputs, per batch: ``load`` seconds (read + decode + augment, in one thread) and ``compute``
-seconds (the device's step), and the loop of :mod:`.loop` (the host reads the step's result, so
-it waits for the device every step). With ``workers`` w and a ``serial`` part s of the load that
-cannot be spread over workers (the consumer's own share, e.g. receiving a batch from a worker
-process; 0 unless you measure it), the load seen per batch is
+seconds (the device's step), and the loop of :mod:`tinyprof.loading.loop` (the host reads the
+step's result, so it waits for the device every step). With ``workers`` w and a ``serial``
+part s of the load that cannot be spread over workers (the consumer's own share, e.g. receiving
+a batch from a worker process; 0 unless you measure it), the load seen per batch is
 
     L = s + (load − s) / min(w, d)      (d = depth: at most d batches are loaded at once)
 

@@ -3,7 +3,7 @@
 An :class:`Event` is a span (name, lane, tid, start, end; perf_counter seconds) recorded by
 :meth:`Timeline.span`, a context manager, in whatever thread runs it: the lane is that thread's
 name (``"MainThread"`` is the host, ``"device"`` the device's worker thread, ``"prefetcher"``
-the loader), the tid its ``threading.get_ident()``. From a list of events, for a device lane:
+the loader), the tid its ``threading.get_ident()``. From a list of events, for a device lane::
 
     wall          = last end − first start (of every event),
     device busy   = length of the union of the device's spans,
