@@ -19,6 +19,7 @@ NUMBER = r"[-+]?[\d,]*\.?\d+"
 PRINTS = {
     "bench_abtest.py": [r"A/A \(false positives\) +\d+/3",
                         rf"100,000 samples a side: +{NUMBER} ms"],
+    "bench_check_cost.py": [rf"10_leaks +{NUMBER} +{NUMBER} +{NUMBER}× +\d+/\d+ \d+/\d+"],
     "bench_chapters.py": [rf"01_parameters +{NUMBER} +\d+% +\d+ +\d+ +\d+ +\d+% +\d+%"],
     "bench_cli_startup.py": [rf"import tinyprof / import numpy, median of the 2 per-round "
                              rf"ratios: {NUMBER}"],
@@ -55,7 +56,8 @@ PRINTS = {
 #: get longer before they count as hung: on a 2-core machine shared with the other test worker
 #: and other programs both took over 180 s (bench_speed_grading.py alone on a quiet machine:
 #: 126 s).
-TIMEOUTS = {"bench_speed_grading.py": 420, "bench_dask.py": 420}
+TIMEOUTS = {"bench_speed_grading.py": 420, "bench_dask.py": 420,
+            "bench_check_cost.py": 420}
 
 
 def test_every_benchmark_has_a_quick_run_checked_here():
