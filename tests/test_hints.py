@@ -759,6 +759,13 @@ MISTAKES = {
             stage, seconds = next(iter(after.items()))
             return total / (total - (before[stage] - seconds))
         """, "Only the first stage in `after` was counted"),
+    "predicted_speedup, last fixed stage only": ("08_faster", "test_predicted_speedup", """
+        def predicted_speedup(before, after):
+            total = sum(before.values())
+            for stage, seconds in after.items():
+                saved = before[stage] - seconds
+            return total / (total - saved)
+        """, "Only the last stage in `after` was counted"),
     "load_batch, shifted the wrong way": ("08_faster", "test_load_batch", WINDOWS + """
         def load_batch(images, indices, shifts, centre, scale):
             return (windows(images, indices, -shifts[:, 0], -shifts[:, 1]) - centre) / scale
