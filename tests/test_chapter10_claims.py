@@ -9,7 +9,13 @@ then what its prose says about the run checked against the values its cells comp
   activations', the error's, and normalise's (called from the memo's line);
 - malloc_trim gives back what the freed history left resident;
 - growth per step is proportional to the batch (the same per sample), and every leak has a
-  share of it (so that fixing one alone still leaks).
+  share of it (so that fixing one alone still leaks);
+- memray's unfreed allocations name the same four lines as the snapshots; objgraph's chains
+  name the trainer's history and captured lists as the keepers, and find none through the
+  memo's untracked dict;
+- in PyTorch, a plain backward() leaves total_loss += loss keeping graph nodes and no saved
+  tensors, while retain_graph=True and evaluation losses kept with gradients on keep the same
+  bytes of saved tensors every step, and loss.item() keeps nothing.
 """
 
 from __future__ import annotations
@@ -32,6 +38,9 @@ print("PROBE" + _json.dumps({
     "stack": [line for _, line in by_stack.frames[:2]],
     "rss": [start, held, freed, returned],
     "batches": batches, "per_batch": per_batch, "shares": shares,
+    "memray": sorted(unfreed, key=unfreed.get, reverse=True)[:4],
+    "snapshot_lines": [f"loop.py:{grown.lineno}" for grown in by_line[:4]],
+    "keepers": found_keepers, "torch": per_step,
 }))
 """
 
@@ -68,3 +77,18 @@ def test_growth_is_proportional_to_the_batch_and_every_leak_has_a_share(values):
     assert max(per_sample) / min(per_sample) < 1.05, per_sample
     assert all(share > 0.03 for share in values["shares"].values()), values["shares"]
     assert sum(values["shares"].values()) == pytest.approx(1.0)
+
+
+def test_memray_and_objgraph_name_what_the_prose_says(values):
+    assert sorted(values["memray"]) == sorted(values["snapshot_lines"]), values
+    assert values["keepers"]["history"].endswith(".history[19]"), values["keepers"]
+    assert values["keepers"]["hook"].endswith(".captured[19]"), values["keepers"]
+    assert values["keepers"]["memo"] is None, values["keepers"]
+
+
+def test_what_each_pytorch_habit_keeps(values):
+    torch = values["torch"]
+    assert torch["total_loss += loss.item()"] == [0, 0], torch
+    assert torch["total_loss += loss"][0] == 0 and torch["total_loss += loss"][1] > 0, torch
+    retained = torch["total_loss += loss, backward(retain_graph=True)"][0]
+    assert retained > 50e3 and torch["eval losses kept, gradients on"][0] == retained, torch

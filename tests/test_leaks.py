@@ -155,8 +155,21 @@ def test_top_growth_on_known_snapshots():
     assert [g.frames for g in found] == [(("x.py", 5), ("z.py", 2)), (("x.py", 5), ("y.py", 1))]
 
 
-def test_torch_total_loss_keeps_every_graph():
+def test_torch_habits_keep_what_the_chapter_says():
+    """Plain backward() frees the saved tensors: total_loss += loss keeps graph nodes only;
+    retain_graph=True, or evaluations kept with gradients on, keep saved tensors every step."""
     pytest.importorskip("torch")
-    kept = loop.torch_graph_bytes(6, keep_graph=True)
-    assert kept[-1] > kept[0] > 0 and np.all(np.diff(kept) > 0)
+    kept = {habit: loop.torch_kept(6, habit) for habit in loop.TORCH_HABITS}
+    assert kept["total_loss += loss.item()"] == [(0, 0)] * 6
+    saved, nodes = zip(*kept["total_loss += loss"])
+    assert saved == (0,) * 6 and np.all(np.diff(nodes) > 0), kept["total_loss += loss"]
+    for habit in ("total_loss += loss, backward(retain_graph=True)",
+                  "eval losses kept, gradients on"):
+        saved, nodes = zip(*kept[habit])
+        per_step = np.diff(saved)
+        assert np.all(per_step > 0) and np.all(per_step == per_step[0]), (habit, saved)
     assert loop.torch_graph_bytes(6, keep_graph=False) == [0] * 6
+    with pytest.raises(ValueError, match="unknown habit"):
+        loop.torch_kept(1, "total_loss += loss.detach()")
+
+

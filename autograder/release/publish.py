@@ -34,9 +34,11 @@ from .notebooks import MARKERS, release
 #: Packages a student needs to run every chapter (Binder installs these; versions as the
 #: course's own requirements.txt). The digits of chapter 6 ship inside tinyprof. Chapter 7 runs
 #: a torch.nn model, so torch is here too (Colab has it already; tinyprof itself never needs
-#: it: it is the optional extra tinyprof[torch]).
+#: it: it is the optional extra tinyprof[torch]). Chapter 10 runs memray (not on Windows) and
+#: objgraph where they are installed.
 STUDENT_PACKAGES = ("numpy>=1.23", "matplotlib>=3.5", "ipywidgets>=7.7", "ipykernel>=6",
-                    "jupyterlab>=4,<5", "torch==2.13.0")
+                    "jupyterlab>=4,<5", "torch==2.13.0", 'memray>=1.11; sys_platform != "win32"',
+                    "objgraph>=3.5")
 #: Where pip finds torch's CPU-only build. On Linux the torch wheel on PyPI depends on several
 #: GB of CUDA libraries that Binder, which has no GPU, would download and store on every build;
 #: the CPU build of the same version (2.13.0+cpu, which ``torch==2.13.0`` admits and pip

@@ -2,7 +2,7 @@
 
 * :mod:`.loop` — a training loop with the classic leaks planted, each switchable
   (:class:`~.loop.Trainer`, :data:`~.loop.LEAKS`, :func:`~.loop.train`), and PyTorch's
-  ``total_loss += loss`` (:func:`~.loop.torch_total_loss`);
+  what four PyTorch habits keep from every step (:func:`~.loop.torch_kept`);
 * :mod:`.measure` — memory per step as tracemalloc's live bytes and the resident set
   (:func:`~.measure.memory_per_step`), and why they differ;
 * :mod:`.growth` — growth per step with its confidence interval and the verdict leak /

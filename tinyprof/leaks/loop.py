@@ -20,8 +20,8 @@ The leaks (:data:`LEAKS`), each one line of :meth:`Trainer.step`:
 
 Leak-free, the loop keeps the loss history as Python floats (32 bytes a step: a float and a
 list slot) and a memo of ``BATCHES`` entries. :func:`leak_bytes_per_step` gives each leak's
-bytes per step exactly, from the shapes. With torch installed, :func:`torch_total_loss` shows
-the fifth classic, ``total_loss += loss``.
+bytes per step exactly, from the shapes. With torch installed, :func:`torch_kept` shows the
+fifth classic, ``total_loss += loss``, beside the habits that do and do not keep activations.
 """
 
 from __future__ import annotations
@@ -158,61 +158,79 @@ class collector_off:
             gc.enable()
 
 
-def torch_total_loss(steps: int, keep_graph: bool = True, seed: int = 0) -> list[int]:
-    """PyTorch's classic: ``total_loss += loss`` adds the loss *tensor*, so ``total_loss``
-    keeps every step's autograd graph (and the activations it saved) alive;
-    ``total_loss += loss.item()`` keeps a float. Returns the bytes tracemalloc counts live after
-    each step (torch's CPU allocator does not report to tracemalloc, so this counts only
-    Python objects: the graph's nodes; :func:`torch_graph_bytes` counts the saved tensors).
-    ImportError without torch."""
-    return [point[0] for point in _torch_run(steps, keep_graph, seed)]
+#: PyTorch habits that keep, or do not keep, something from every step (:func:`torch_kept`).
+TORCH_HABITS = {
+    "total_loss += loss.item()": "a float: nothing of the graph",
+    "total_loss += loss": "every step's graph nodes; backward() already freed their saved tensors",
+    "total_loss += loss, backward(retain_graph=True)": "every step's graph with its saved tensors",
+    "eval losses kept, gradients on": "every evaluation's graph with its saved activations: no "
+                                      "backward ever frees them",
+}
 
 
-def torch_graph_bytes(steps: int, keep_graph: bool = True, seed: int = 0) -> list[int]:
-    """The bytes of tensors kept alive by ``total_loss``'s graph after each step: every tensor
-    the graph saved for backward, found by walking it from ``total_loss.grad_fn`` (each
-    storage once)."""
-    return [point[1] for point in _torch_run(steps, keep_graph, seed)]
-
-
-def _torch_run(steps: int, keep_graph: bool, seed: int) -> list[tuple[int, int]]:
-    import tracemalloc
-
+def torch_kept(steps: int, habit: str, seed: int = 0) -> list[tuple[int, int]]:
+    """After each step of a small PyTorch training loop written with ``habit`` (a key of
+    :data:`TORCH_HABITS`): the bytes of tensors still saved for backward in the graphs the loop
+    keeps (each storage once), and the number of graph nodes it keeps. ImportError without
+    torch."""
     import torch
 
+    if habit not in TORCH_HABITS:
+        raise ValueError(f"unknown habit {habit!r}: one of {', '.join(TORCH_HABITS)}")
     torch.manual_seed(seed)
     model = torch.nn.Sequential(torch.nn.Linear(FEATURES, HIDDEN), torch.nn.Tanh(),
                                 torch.nn.Linear(HIDDEN, FEATURES))
     data = torch.rand(BATCHES, BATCH, FEATURES)
     optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
-    started = not tracemalloc.is_tracing()
-    if started:
-        tracemalloc.start()
-    total_loss, points = 0.0, []
-    try:
-        for step in range(steps):
-            x = data[step % BATCHES]
-            loss = torch.nn.functional.mse_loss(model(x), x)
-            optimizer.zero_grad()
-            loss.backward(retain_graph=keep_graph)
-            optimizer.step()
-            total_loss += loss if keep_graph else loss.item()
-            points.append((tracemalloc.get_traced_memory()[0], _graph_bytes(total_loss)))
-    finally:
-        if started:
-            tracemalloc.stop()
+    total_loss, evaluations, points = 0.0, [], []
+    for step in range(steps):
+        x = data[step % BATCHES]
+        loss = torch.nn.functional.mse_loss(model(x), x)
+        optimizer.zero_grad()
+        loss.backward(retain_graph=habit.endswith("retain_graph=True)"))
+        optimizer.step()
+        if habit == "eval losses kept, gradients on":
+            evaluations.append(torch.nn.functional.mse_loss(model(x), x))   # no torch.no_grad()
+            total_loss += loss.item()
+        else:
+            total_loss += loss.item() if habit.endswith(".item()") else loss
+        kept = [total_loss, *evaluations]
+        points.append((_graph_bytes(kept), _graph_nodes(kept)))
     return points
 
 
-def _graph_bytes(value) -> int:
-    """Bytes of the distinct tensors saved in the autograd graph behind ``value``."""
-    node = getattr(value, "grad_fn", None)
-    seen_nodes, storages, todo = set(), {}, [node] if node is not None else []
+def torch_graph_bytes(steps: int, keep_graph: bool = True, seed: int = 0) -> list[int]:
+    """The bytes of saved tensors behind ``total_loss`` after each step, written as
+    ``total_loss += loss`` with ``backward(retain_graph=True)`` (``keep_graph``) or as
+    ``total_loss += loss.item()``: :func:`torch_kept` for those two habits."""
+    habit = ("total_loss += loss, backward(retain_graph=True)" if keep_graph
+             else "total_loss += loss.item()")
+    return [saved for saved, _ in torch_kept(steps, habit, seed)]
+
+
+def _graph_walk(values) -> list:
+    """The distinct autograd nodes behind ``values`` (tensors, or anything else: skipped)."""
+    todo = [getattr(value, "grad_fn", None) for value in values]
+    seen, nodes = set(), []
     while todo:
         node = todo.pop()
-        if node is None or id(node) in seen_nodes:
+        if node is None or id(node) in seen:
             continue
-        seen_nodes.add(id(node))
+        seen.add(id(node))
+        nodes.append(node)
+        todo += [parent for parent, _ in node.next_functions]
+    return nodes
+
+
+def _graph_nodes(values) -> int:
+    return len(_graph_walk(values))
+
+
+def _graph_bytes(values) -> int:
+    """Bytes of the distinct tensors still saved in the autograd graphs behind ``values``
+    (a saved tensor that backward freed raises on access and counts nothing)."""
+    storages = {}
+    for node in _graph_walk(values):
         for name in dir(node):
             if name.startswith("_saved_"):
                 try:
@@ -222,10 +240,9 @@ def _graph_bytes(value) -> int:
                 if hasattr(saved, "untyped_storage"):
                     storage = saved.untyped_storage()
                     storages[storage.data_ptr()] = storage.nbytes()
-        todo += [parent for parent, _ in node.next_functions]
     return sum(storages.values())
 
 
 __all__ = ["BATCH", "BATCHES", "FEATURES", "FLOAT_IN_LIST", "HIDDEN", "LEAKS", "LEARNING_RATE",
            "Trainer", "check_leaks", "collector_off", "leak_bytes_per_step", "make_data",
-           "normalise", "torch_graph_bytes", "torch_total_loss", "train"]
+           "normalise", "TORCH_HABITS", "torch_graph_bytes", "torch_kept", "train"]
