@@ -20,7 +20,7 @@ PRINTS = {
     "bench_abtest.py": [r"A/A \(false positives\) +\d+/3",
                         rf"100,000 samples a side: +{NUMBER} ms"],
     "bench_check_cost.py": [rf"10_leaks +{NUMBER} +{NUMBER} +{NUMBER}× +\d+/\d+ \d+/\d+"],
-    "bench_chapters.py": [rf"01_parameters +{NUMBER} +\d+% +\d+ +\d+ +\d+ +\d+% +\d+%"],
+    "bench_chapters.py": [rf"01_parameters +{NUMBER} +\d+% +\d+ +\d+ +\d+ +\d+ +\d+% +\d+%"],
     "bench_cli_startup.py": [rf"import tinyprof / import numpy, median of the 2 per-round "
                              rf"ratios: {NUMBER}"],
     "bench_dask.py": [rf"Dask, 2 workers \(tcp\) +{NUMBER} s .* overhead +{NUMBER} %",
