@@ -30,18 +30,19 @@ from tinyprof.testing import expect
 
 #: Chapters whose every visible hint must be reached by a mistake below.
 COVERED = ("04_latency", "05_bottlenecks", "06_benchmarking", "07_pytorch", "08_faster",
-           "09_pipeline")
+           "09_pipeline", "10_leaks")
 #: Code cells (by id) that define the fakes a chapter's visible tests use (chapter 07: the GPT
 #: and its `model`, the toy models, the fake GPU; torch and nn as its set-up cell imports them;
 #: chapter 08: the pipeline, its constants and the output comparisons; chapter 09: the pipeline's
 #: parts, Event and drive_prefetcher).
 FIXTURES = {"03_memory": ("cell-06",), "04_latency": ("cell-18",), "06_benchmarking": ("cell-08",),
             "07_pytorch": ("cell-04", "cell-10", "cell-44"), "08_faster": ("cell-03",),
-            "09_pipeline": ("31120452",)}
+            "09_pipeline": ("31120452",), "10_leaks": ("cell-03", "cell-05")}
 IMPORTS = {"07_pytorch": "import torch\nfrom torch import nn\n",
            "09_pipeline": ("import os\nimport queue\nimport threading\n"
                            "from tinyprof import pipecheck\n"
-                           "from tinyprof.testing import reference_unavailable\n")}
+                           "from tinyprof.testing import reference_unavailable\n"),
+           "10_leaks": "from tinyprof.testing import reference_unavailable\n"}
 
 
 def _cells(chapter: str) -> list[dict]:
@@ -94,6 +95,26 @@ def _text(node: ast.expr) -> str:
     assert isinstance(node, ast.Constant) and isinstance(node.value, str), (
         f"a hint must be a plain string for this test to find it: {ast.unparse(node)}")
     return node.value
+
+#: Chapter 10's fit mistakes share a right least-squares fit, with the mistakes as switches.
+FIT = """
+        def fit(memory, warmup, t_critical, tolerance, per_n=False):
+            y = np.asarray(memory, dtype=float)[warmup:]
+            x = np.arange(warmup, warmup + len(y), dtype=float)
+
+            def line(x, y):
+                dx = x - x.mean()
+                b = (dx @ (y - y.mean())) / (dx @ dx)
+                r = y - y.mean() - b * dx
+                s = np.sqrt((r @ r) / (len(x) - 2))
+                return b, s / np.sqrt(len(x) if per_n else dx @ dx)
+
+            slope, se = line(x, y)
+            low, high = slope - t_critical * se, slope + t_critical * se
+            late = line(x[len(y) // 2:], y[len(y) // 2:])[0]
+            verdict = "noise" if low <= tolerance else "leak" if late >= slope / 2 else "plateau"
+            return float(slope), float(low), float(high), verdict
+"""
 
 #: Chapter 08's loader mistakes share the right gather: each sample's 16×16 window of the
 #: padded upscaled image, moved down ``dy`` and right ``dx``.
@@ -766,6 +787,69 @@ MISTAKES = {
                 saved = before[stage] - seconds
             return total / (total - saved)
         """, "Only the last stage in `after` was counted"),
+    # Chapter 10: the fit's mistakes on the test's three series, and the snapshot comparison's.
+    "growth_per_step, every step fitted": ("10_leaks", "test_growth_per_step", FIT + """
+        def growth_per_step(memory, warmup, t_critical, tolerance=0.0):
+            return fit(memory, 0, t_critical, tolerance)
+        """, "leave out the first `warmup` steps"),
+    "growth_per_step, the normal 1.96": ("10_leaks", "test_growth_per_step", FIT + """
+        def growth_per_step(memory, warmup, t_critical, tolerance=0.0):
+            return fit(memory, warmup, 1.96, tolerance)
+        """, "use t_critical, Student's t"),
+    "growth_per_step, divided by the square root of n": (
+        "10_leaks", "test_growth_per_step", FIT + """
+        def growth_per_step(memory, warmup, t_critical, tolerance=0.0):
+            return fit(memory, warmup, t_critical, tolerance, per_n=True)
+        """, "not by √n"),
+    "growth_per_step, every growth a leak": ("10_leaks", "test_growth_per_step", FIT + """
+        def growth_per_step(memory, warmup, t_critical, tolerance=0.0):
+            slope, low, high, verdict = fit(memory, warmup, t_critical, tolerance)
+            return slope, low, high, "noise" if verdict == "noise" else "leak"
+        """, "A plateau grows early and stops"),
+    "growth_per_step, leak and plateau swapped": ("10_leaks", "test_growth_per_step", FIT + """
+        def growth_per_step(memory, warmup, t_critical, tolerance=0.0):
+            slope, low, high, verdict = fit(memory, warmup, t_critical, tolerance)
+            swapped = {"leak": "plateau", "plateau": "leak"}.get(verdict, verdict)
+            return slope, low, high, swapped
+        """, "A leak's last half grows as fast as the whole window"),
+    "top_growing_lines, compare_to's order kept": ("10_leaks", "test_top_growing_lines", """
+        def top_growing_lines(before, after, n):
+            return [(d.traceback[0].filename, d.traceback[0].lineno, d.size_diff)
+                    for d in after.compare_to(before, "lineno")[:n]]
+        """, "Sort by size_diff, largest growth first"),
+    "top_growing_lines, sorted by the size now": ("10_leaks", "test_top_growing_lines", """
+        def top_growing_lines(before, after, n):
+            diffs = [d for d in after.compare_to(before, "lineno") if d.size_diff > 0]
+            diffs.sort(key=lambda d: d.size, reverse=True)
+            return [(d.traceback[0].filename, d.traceback[0].lineno, d.size_diff)
+                    for d in diffs[:n]]
+        """, "sorted by the size now"),
+    "top_growing_lines, blocks instead of bytes": ("10_leaks", "test_top_growing_lines", """
+        def top_growing_lines(before, after, n):
+            diffs = [d for d in after.compare_to(before, "lineno") if d.size_diff > 0]
+            diffs.sort(key=lambda d: d.size_diff, reverse=True)
+            return [(d.traceback[0].filename, d.traceback[0].lineno, d.count_diff)
+                    for d in diffs[:n]]
+        """, "not in blocks (count_diff)"),
+    "train_fixed, the history keeps dicts": ("10_leaks", "test_train_fixed", """
+        def train_fixed(steps, seed=0):
+            data, w1, w2 = setup(seed)
+            history = []
+            for step in range(steps):
+                loss, recon, _ = sgd_step(normalised(data[step % BATCHES]), w1, w2)
+                history.append({"loss": loss, "recon": recon})
+            return history
+        """, "still keeps a dict with the reconstruction array"),
+    "train_fixed, the history keeps arrays": ("10_leaks", "test_train_fixed", """
+        def train_fixed(steps, seed=0):
+            data, w1, w2 = setup(seed)
+            history = []
+            for step in range(steps):
+                x = normalised(data[step % BATCHES])
+                history.append(np.mean((np.tanh(x @ w1) @ w2 - x) ** 2, keepdims=True))
+                sgd_step(x, w1, w2)
+            return history
+        """, "The history keeps arrays"),
     "load_batch, shifted the wrong way": ("08_faster", "test_load_batch", WINDOWS + """
         def load_batch(images, indices, shifts, centre, scale):
             return (windows(images, indices, -shifts[:, 0], -shifts[:, 1]) - centre) / scale
