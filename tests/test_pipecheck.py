@@ -10,11 +10,12 @@ import copy
 import json
 import os
 import pickle
+import threading
 import time
 from pathlib import Path
 
 import pytest
-from chapters import SOLUTIONS
+from chapters import NOTEBOOKS, SOLUTIONS
 from nbformat.v4 import new_code_cell, new_notebook
 from prefetchers import CHEATS, HONEST, solution
 from traitlets.config import Config
@@ -103,12 +104,13 @@ def test_every_drive_covers_each_exception_each_position_and_each_close(depth):
 def test_the_source_offers_the_class_nothing_but_iteration():
     """What the class is handed: no public attribute, no instance state, no pickle; its
     class's methods are the iterator protocol; a copy reads the same stream (no second
-    source to observe)."""
+    source to observe); the consumer's thread, run again by the class, does nothing."""
     handed = []
 
     class Spy:
         def __init__(self, source, depth):
             handed.append(source)
+            threading.current_thread()._target()   # the consumer, run again
 
         def __iter__(self):
             return self
@@ -120,6 +122,7 @@ def test_the_source_offers_the_class_nothing_but_iteration():
             pass
 
     drive_prefetcher(Spy, 2, 0)
+    assert len(handed) == len(plan(2, 0)), "a scenario ran twice"
     source = handed[0]
     assert set(dir(source)) - set(dir(object())) == {"__iter__", "__next__", "__slots__",
                                                       "__module__"}
@@ -155,6 +158,21 @@ def test_the_verdict_is_decided_from_plain_values():
     verdict = check_prefetcher(named, 2, 5)
     assert verdict.promise == "another exception" and "hidden_seed" not in verdict.what
     assert "an exception of your own class" in verdict.what
+
+
+def test_the_static_review_flags_no_honest_prefetcher():
+    """An honest alternative keeps its points and raises no flag for the instructor (none of
+    the cheats is flagged either: the probe alone must catch them)."""
+    from autograder.intake.review import review
+
+    release = json.loads((NOTEBOOKS / "09_pipeline" / "pipeline.ipynb").read_text("utf-8"))
+    source = json.loads((SOLUTIONS / "09_pipeline" / "pipeline.ipynb").read_text("utf-8"))
+    for name, answer in ANSWERS.items():
+        submitted = copy.deepcopy(release)
+        (cell,) = [c for c in submitted["cells"]
+                   if c["metadata"].get("nbgrader", {}).get("grade_id") == "Prefetcher"]
+        cell["source"] = answer
+        assert review(submitted, release, source) == [], name
 
 
 def test_the_promises_are_the_hints_of_the_test_cell():

@@ -42,7 +42,11 @@ runs them in the kernel and reports plain values; :func:`check_prefetcher`, in t
 *Nothing to call.* The source handed to the class is an instance of a class made for the
 scenario with ``__slots__ = ()`` and only ``__iter__`` and ``__next__``; what it observes lives
 in closures and in the probe's frames, which a class reaches only through reflection that the
-static review flags (``__closure__``, frames, ``gc.get_referrers``). The probe's clocks and
+static review flags (``__closure__``, frames, ``gc.get_referrers``); the consumer's thread,
+which the class can find (``threading.current_thread()``), runs its scenario once, however
+often its target is called. The functions the observations rest on (``sys._current_frames``,
+``threading.get_ident``, the clock and sleep) are read when this module is imported, before any
+notebook code runs. The probe's clocks and
 waits decide nothing but pacing: a wait that runs out only moves the scenario on (a loader
 that never loads ahead costs the patience once per drive, not per item). A scenario that has
 not finished after :data:`HANG_SECONDS` is reported as blocked and the drive ends there.
@@ -364,8 +368,13 @@ def _run(prefetcher: Callable, scenario: Scenario, seed: int,
     costs HANG_SECONDS, not the kernel)."""
     watch = _Watch(scenario, seed)
     source = _source(watch, errors)
-    consumer = threading.Thread(target=lambda: _consume(prefetcher, source, watch, patience),
-                                daemon=True)
+    once = threading.Lock()
+
+    def consume() -> None:
+        if once.acquire(blocking=False):   # the thread's target, run again by the class: nothing
+            _consume(prefetcher, source, watch, patience)
+
+    consumer = threading.Thread(target=consume, daemon=True)
     consumer.start()
     consumer.join(HANG_SECONDS)
     record = watch.record()
