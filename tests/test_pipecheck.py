@@ -152,6 +152,10 @@ def test_the_verdict_is_decided_from_plain_values():
         forged["scenarios"][0][field] = value
         assert check_prefetcher(forged, 2, 5).promise == MALFORMED, field
     assert check_prefetcher("every promise kept", 2, 5).promise == MALFORMED
+    (long,) = [s.number for s in plan(2, 5) if (s.stop_after or 0) > 100]
+    last_wrong = json.loads(json.dumps(report))
+    last_wrong["scenarios"][long]["got"][-1] += 1
+    assert check_prefetcher(last_wrong, 2, 5).promise == "wrong items", "an item left unchecked"
     named = json.loads(json.dumps(report))
     (record,) = [r for r, s in zip(named["scenarios"], plan(2, 5)) if s.error == "KeyError"]
     record["exception"].update(type="hidden_seed_is_42", original=False, source_type=False)

@@ -296,7 +296,7 @@ class _Watch:
         return event is not None and event.is_set()
 
     def record(self) -> dict[str, Any]:
-        return {"number": self.scenario.number, "hung": False, "got": self.got[:64],
+        return {"number": self.scenario.number, "hung": False, "got": list(self.got),
                 "ending": self.ending, "exception": self.exception,
                 "in_consumer": self.in_consumer[:8], "late": self.late[:8],
                 "most_held": self.most_held, "most_held_asking": self.most_held_asking,
