@@ -39,8 +39,12 @@ worker) or the sandbox around a student's kernel. Student code runs only in the 
 ``kernel/``, the sandbox around each kernel (started by the grading worker):
 
 - ``isolation`` (bubblewrap): no network, no host file but the environment read-only, a private
-  scratch folder, its own process tree. *Threat*: reading solutions or other students' work,
-  writing grades, reaching a neighbour's kernel, leaving processes behind.
+  scratch folder, its own process tree; a private, size-limited ``/dev/shm`` whose pages count
+  in the kernel's memory, so the course's own process workers run; the machine's own host name
+  and no variable naming the grader's folders. *Threat*: reading solutions or other students'
+  work, writing grades, reaching a neighbour's kernel, leaving processes behind; an honest
+  student's process workers failing only when graded; a submission that behaves differently
+  when it sees it is graded.
 - ``launcher`` (runs inside the sandbox): per-process rlimits, an unprivileged uid, a seccomp
   filter refusing user namespaces, setns and kernel interfaces no chapter needs. *Threat*: fork
   bombs, huge files, mounting file systems outside every limit.
