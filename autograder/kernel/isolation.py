@@ -201,7 +201,7 @@ def sandbox_command(command: list[str], *, scratch: Path, sockets: Path, limits:
                 "--processes", str(limits.processes), "--file-mb", str(limits.file_mb),
                 "--parent-pid", "0"]
     if running_as_root():
-        launcher += ["--uid", str(kernel_uid())]
+        launcher += ["--uid", str(kernel_uid()), "--hide-pids", "1"]
     if seccomp_available():
         launcher += ["--no-userns", "1"]
     if lifeline_fd is not None:
