@@ -153,19 +153,21 @@ KERNEL_USER = "jovyan"
 def _accounts(sockets: Path) -> list[str]:
     """bwrap arguments that show the kernel /etc/passwd and /etc/group with an account for its
     uid (KERNEL_USER, home /tmp): the host's files plus that line, written into the kernel's
-    sockets folder (which goes with the kernel) and bound read-only over the host's."""
+    sockets folder (which goes with the kernel) and bound read-only over the host's. None
+    where they cannot be written there (a host's files larger than the folder's tmpfs): the
+    host's files are shown as they are."""
     uid = kernel_uid()
     args = []
     for name, line in (("passwd", f"{KERNEL_USER}:x:{uid}:{uid}::/tmp:/bin/sh"),
                        ("group", f"{KERNEL_USER}:x:{uid}:")):
         try:
             host = Path(f"/etc/{name}").read_text(encoding="utf-8", errors="replace")
+            kept = [entry for entry in host.splitlines() if entry.split(":")[2:3] != [str(uid)]]
+            copy = sockets / name
+            copy.write_text("\n".join([*kept, line]) + "\n", encoding="utf-8")
+            copy.chmod(0o644)
         except OSError:
-            host = ""
-        kept = [entry for entry in host.splitlines() if entry.split(":")[2:3] != [str(uid)]]
-        copy = sockets / name
-        copy.write_text("\n".join([*kept, line]) + "\n", encoding="utf-8")
-        copy.chmod(0o644)
+            return []
         args += ["--ro-bind", str(copy), f"/etc/{name}"]
     return args
 
