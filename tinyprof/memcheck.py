@@ -19,7 +19,7 @@ plus what two runs of a leak-free loop differ by anyway, over N (:data:`KEPT_SLA
 and :data:`HELD_SLACK`, 1 MB, the allocator's free memory not given back while a loop runs),
 or when held exceeds :data:`BUDGET`.
 Anything that does not grow with the steps cancels: a plateau, a memo that filled, the loop's
-temporaries, a square wave of any height (it is the same wave in both runs), idle time before or
+temporaries, a square wave (its high level is in both runs' held memory), idle time before or
 after the steps. The losses the loop returns are checked at every step against the clean loop's
 (:func:`tinyprof.leaks.train`, same seed), so a loop that returns early or skips steps fails.
 
@@ -36,10 +36,12 @@ Where the memory is read:
   by a thread, the loop run in this process. That check is the student's own and can be lied
   to (a ballast made in an earlier cell hides a leak from it).
 
-What no reading can see (the limit, in the grader's module docstring too): memory the loop
-itself takes at the start of a run and gives back as its leak grows, at a level that does not
-depend on the steps. :data:`BUDGET` bounds that level (held above the kernel's memory before the
-run), so such a leak shows once it outgrows the budget in 2N steps.
+What no reading can see (the limit, in the grader's module docstring too): which bytes are the
+leak. A loop knows its step count, so it can keep a pad that shrinks as the steps grow (kept
+then stays flat; held still sees the leak grow during the run), or take a ballast at the start
+of each run and free it as its leak grows (both stay flat). Only :data:`BUDGET` bounds that:
+with the loop's own 19 MB, a ballast of about 21 MB hides a leak of up to 21 MB / 2N, 9 to 18 kB
+a step at the chapter's step counts; the chapter's smallest leak (32 kB) cannot hide that way.
 """
 
 from __future__ import annotations

@@ -35,14 +35,13 @@ the test prints). Here the grade rests on what the loop keeps, as a function of 
 
 What the grader observes: the group's memory before each run, at random times during it, and
 after the loop returned and the child settled; the losses. What it cannot: which pages hold
-what (a leak and a ballast the loop allocates itself, at the start of each run and at a level
-that does not depend on the steps, look alike until the leak outgrows the budget: a leak of
-``BUDGET / 2N`` a step can hide that way); a loop that asks whether it is being tested (its
-caller, a fork) and behaves only then (the static review flags the calls such a loop needs,
-``os.getpid``/``sys._getframe`` excepted); work done outside the kernel's group. The fork is the
-kernel's own act, done by tinyprof's code there: a kernel that patched it is what the static
-review and the runtime check look for (``intake.review``: patched modules, tinyprof's private
-names).
+what (a leak paid for by a ballast the loop allocates itself at the start of each run, freed as
+the leak grows, looks flat until the ballast outgrows the budget: about 21 MB / 2N, 9 to 18 kB
+a step at the chapter's step counts, can hide that way); a loop that asks whether it is being
+tested (its caller's frame, a changed process id) and behaves only then; work done outside the
+kernel's group. The fork is the kernel's own act, done by tinyprof's code there: a kernel that
+patched it is what the static review and the runtime check look for (``intake.review``: patched
+modules, tinyprof's private names).
 """
 
 from __future__ import annotations
