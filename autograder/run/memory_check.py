@@ -12,8 +12,8 @@ the test prints). Here the grade rests on what the loop keeps, as a function of 
   process of the kernel (a child it started to hold memory) and the files of its tmpfs folders
   (its scratch folder, /tmp); without control groups, the resident set of its process tree from
   ``/proc`` (which misses tmpfs files: the printed method says which).
-- **Two runs, at step counts the kernel learns only when called.** N is drawn here from 0.6
-  to 1.2 times ``steps`` at every grading, and the loop runs N and 2N steps in a random order
+- **Two runs, at step counts the kernel learns only when called.** N is drawn here from 1 to
+  2 times ``steps`` at every grading, and the loop runs N and 2N steps in a random order
   (``tinyprof.memcheck.measure_twice``); what grows between them is the leak. A leak that
   starts after the printed step counts, or only at them, is in the runs.
 - **Each run in a fork, held after it returns** (``tinyprof.testing.forked``, one judge call,
@@ -27,7 +27,7 @@ the test prints). Here the grade rests on what the loop keeps, as a function of 
   it, and both are charged to the group.
 - **The grader decides.** Kept and held per step are the differences between the 2N and N
   runs over N; each must stay under the tolerance (1 kB a step, the chapter's) plus the slack
-  two leak-free runs differ by over N (512 kB kept, 1 MB held), and held under
+  two leak-free runs differ by over N (1.5 MB each), and held under
   ``tinyprof.memcheck.BUDGET``. A first fork that runs no step comes before the two, so that
   what forking allocates in the kernel the first time is in neither. The losses the kernel
   hands back are checked at every step against a clean loop run here on the same seed, drawn
