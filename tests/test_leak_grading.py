@@ -1,17 +1,20 @@
 """Leaks graded from outside the student's kernel (autograder/run/memory_check.py), against the
-cheats of issue 41.
+cheats of issues 41 and 45.
 
 Chapter 10's last exercise, ``train_fixed(steps, seed)``, is checked by ``expect_leak_free``:
-the grader has the kernel run the loop for a few hundred steps (one judge call, tinyprof
-switched off) while a thread of the grader reads the kernel's control group's memory at random
-times, and the losses the loop returns are checked at every step against a clean loop run in
-the grader on a seed drawn at every grading. The solution passes; a fix that keeps one leak
-(the hook's 32 kB a step, the smallest of the four) fails; so does every cheat: memory freed
-just before the loop returns (where a check inside the kernel would read), the arrays kept by a
-child process or in a file of the scratch folder (a tmpfs, counted in the group; 50 kB a step,
-so that its 64 MB do not run out first), a loop that returns early or skips steps, and a call
-into tinyprof's own loop. The chapter is graded as a cohort through ``python -m autograder
-grade``.
+the grader has the kernel run the loop twice, N and 2N steps (N drawn around the printed step
+count), each in a fork of the kernel held after the loop returns, and reads the kernel's
+control group from outside: what the loop keeps after it returns and what it holds while it
+runs (read at random times) may not grow with the steps by more than 1 kB a step. The losses
+the loop returns are checked at every step against a clean loop run in the grader on a seed
+drawn at every grading. The solution and the honest alternatives a good student writes pass
+(a history of floats, a ring buffer, a memo bounded by ``lru_cache``, a collection every few
+steps, the last batch's activations kept); a fix that keeps one leak (the hook's 32 kB a step)
+fails; so does every cheat: issue 45's seven (a compressed history under the old 8 kB
+tolerance, a ballast or a buffer from an earlier cell, all steps first then idle, a square
+wave, a leak that starts after the printed step counts, a leak unless the host name says
+graded: that one only once the sandbox stops naming itself), and more by the classes of
+shared/REDTEAM.md. The chapter is graded as a cohort through ``python -m autograder grade``.
 """
 
 from __future__ import annotations
@@ -93,6 +96,17 @@ def loop_with(keep: str = "pass", before: str = "pass", after: str = "pass", hoo
 HONEST = loop_with()
 #: The fix with one leak kept: the hook's list of activations (32 kB a step).
 KEEPS_HOOK = loop_with(hooks="[seen.append]")
+#: Kept across calls, as a leak is kept by a module-level list.
+KEPT = "KEPT = []\n"
+
+
+def kept_global(keep: str, before: str = "pass", after: str = "pass", steps: str = "steps",
+                setup: str = "") -> str:
+    """A loop that keeps ``keep`` in the module-level list KEPT (made by ``setup``, the cell
+    before the loop's, with KEPT)."""
+    return KEPT + setup + loop_with(keep=keep, before=before, after=after, steps=steps)
+
+
 CHEATS = {
     "memory freed just before the loop returns": loop_with(
         keep="seen.append(recon)", after="seen.clear(); gc.collect()"),
@@ -113,6 +127,71 @@ CHEATS = {
         keep="losses.append(loss)", steps="(steps + 1) // 2", after="del losses[steps:]"),
     "a call into tinyprof's own loop": "def train_fixed(steps, seed=0):\n"
                                        "    return tp.leaks.train(steps, seed)\n",
+    # issue 45's seven, which kept 4/4 against a slope of memory over time
+    "(a) a compressed history, 7 kB a step": kept_global(
+        "KEPT.append(recon[:, :112].astype(np.float16))"),
+    "(b) a ballast made in an earlier cell, freed as the leak grows": kept_global(
+        "KEPT.append(error[:, :HIDDEN].copy()); BALLAST.pop()",
+        setup="BALLAST = [np.ones(BATCH * HIDDEN) for _ in range(3000)]\n"),
+    "(c) a buffer touched in an earlier cell, filled step by step": kept_global(
+        "BUFFER[k % len(BUFFER)] = error[:, :HIDDEN]; KEPT[:] = [BUFFER]",
+        setup="BUFFER = np.ones((3000, BATCH, HIDDEN))\n"),
+    "(d) all steps first, then idle": kept_global(
+        "KEPT.append(error[:, :HIDDEN].copy())", after="import time; time.sleep(0.002 * steps)"),
+    "(e) a large square wave": kept_global(
+        "KEPT.append(error[:, :HIDDEN].copy())\n"
+        "        if k % 40 == 0:\n"
+        "            WAVE[:] = [] if WAVE else [np.ones(5_000_000)]",
+        setup="WAVE = []\n"),
+    "(f) a leak that starts after the printed step counts": kept_global(
+        "if k >= 500: KEPT.append(error[:, :HIDDEN].copy())"),
+    "(g) a leak unless the host name says graded": kept_global(
+        "if socket.gethostname() != 'sandbox': KEPT.append(error[:, :HIDDEN].copy())",
+        setup="import socket\n"),
+    # more, by the classes of shared/REDTEAM.md
+    "a leak only at step counts other than the printed ones": kept_global(
+        "if steps not in (400, 500): KEPT.append(error[:, :HIDDEN].copy())"),
+    "a leak handed to a thread that frees it after the loop returns": loop_with(
+        keep="seen.append(error[:, :HIDDEN].copy())",
+        after=("import threading, time\n"
+               "    threading.Thread(target=lambda: (time.sleep(1.0), seen.clear()),"
+               " daemon=True).start()")),
+    "a ballast made at the start, freed as the leak grows": loop_with(
+        before="ballast = [np.ones(BATCH * HIDDEN) for _ in range(1800)]",
+        keep="seen.append(error[:, :HIDDEN].copy()); ballast.pop()", after="seen.clear()"),
+    "a front-loaded leak freed after idle time": loop_with(
+        keep="seen.append(error[:, :HIDDEN].copy())",
+        after="import time; time.sleep(0.002 * steps); seen.clear()"),
+    "kept memory padded down as the steps grow": kept_global(
+        "KEPT.append(error[:, :HIDDEN].copy())",
+        after="PAD[:] = [bytearray(max(0, 48_000_000 - 33_000 * steps))]",
+        setup="PAD = []\n"),
+}
+HONEST_ALTERNATIVES = {
+    "the chapter's solution": HONEST,
+    "a history kept as floats in a dict": loop_with(before="history = {}",
+                                                    keep="history[k] = float(loss)"),
+    "a ring buffer of the last 32 reconstructions": loop_with(
+        before="ring = np.zeros((32, BATCH, FEATURES))", keep="ring[k % 32] = recon"),
+    "a memo bounded with functools.lru_cache": """
+import functools
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+
+    @functools.lru_cache(maxsize=BATCHES)
+    def batch(index):
+        return normalised(images[index])
+
+    losses = []
+    for k in range(steps):
+        loss, _, _ = sgd_step(batch(k % BATCHES), first, second)
+        losses.append(loss)
+    return losses
+""",
+    "a collection every 50 steps": loop_with(keep="if k % 50 == 0: gc.collect()"),
+    "the last batch's activations kept (a plateau)": KEPT + loop_with(
+        keep="KEPT[:] = [recon.copy()]"),
 }
 TEST = ("from tinyprof.memcheck import expect_leak_free\n"
         "expect_leak_free(train_fixed, steps=400)")
@@ -128,24 +207,38 @@ def test_the_fix_passes_with_memory_read_from_outside(tmp_path):
     record = grade_cell(HONEST, tmp_path)
     assert record["verdict"]["passed"], record
     printed = record["outputs"][0]["text"]
-    assert "read by the grader" in printed and "noise" in printed, printed
+    assert "read by the grader" in printed and "kept after it returned" in printed, printed
 
 
 def test_a_fix_that_keeps_the_smallest_leak_fails(tmp_path):
     record = grade_cell(KEEPS_HOOK, tmp_path)
     assert not record["verdict"]["passed"], record
-    assert "memory grows" in record["verdict"]["message"], record
+    assert "grows" in record["verdict"]["message"], record
 
 
-@pytest.mark.parametrize("cheat", sorted(CHEATS))
+#: The sandbox still names itself (autograder/kernel/isolation.py): cheat (g) behaves there.
+SANDBOX_NAMED = '"--hostname", "sandbox"' in (REPO / "autograder/kernel/isolation.py").read_text()
+
+
+@pytest.mark.parametrize("cheat", [
+    pytest.param(name, marks=pytest.mark.xfail(
+        SANDBOX_NAMED, strict=True, reason="the sandbox's host name says it is graded: no "
+        "check of the loop can see a leak the loop does not make there (issue 45, item 4)"))
+    if name.startswith("(g)") else name for name in sorted(CHEATS)])
 def test_no_cheat_passes(cheat, tmp_path):
     record = grade_cell(CHEATS[cheat], tmp_path)
     assert not record["verdict"]["passed"], (cheat, record)
     message = record["verdict"]["message"]
     expected = {"a loop that returns early": "step ",
                 "a loop that skips steps": "step ",
-                "a call into tinyprof's own loop": "switched off"}.get(cheat, "memory grows")
+                "a call into tinyprof's own loop": "switched off"}.get(cheat, "grows")
     assert expected in message, (cheat, message)
+
+
+@pytest.mark.parametrize("honest", sorted(HONEST_ALTERNATIVES))
+def test_every_honest_alternative_passes(honest, tmp_path):
+    record = grade_cell(HONEST_ALTERNATIVES[honest], tmp_path)
+    assert record["verdict"]["passed"], (honest, record["verdict"], record["outputs"])
 
 
 def _cohort() -> dict[str, dict[str, str]]:

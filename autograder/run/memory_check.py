@@ -3,35 +3,54 @@
 ``tinyprof.memcheck.expect_leak_free(loop, steps)`` asks whether the student's fixed training
 loop computes the clean loop's losses at every step and keeps nothing from step to step. A check
 made inside the kernel (tracemalloc, ``/proc/self``) can be patched, or fooled by freeing
-memory only around its reads. Here:
+memory only around its reads; a slope of memory against time can be flattened (all steps
+first, then idle), widened (a square wave) or dodged (a leak that starts after the step counts
+the test prints). Here the grade rests on what the loop keeps, as a function of the steps:
 
-- **Memory read from outside.** While the kernel runs ``loop(steps, seed)`` (one judge call,
-  tinyprof switched off), a thread of the grader reads the kernel's memory
+- **Memory read from outside.** The grader reads the kernel's memory
   (``SandboxedKernelManager.memory_bytes``): its control group's usage, which counts every
   process of the kernel (a child it started to hold memory) and the files of its tmpfs folders
   (its scratch folder, /tmp); without control groups, the resident set of its process tree from
   ``/proc`` (which misses tmpfs files: the printed method says which).
-- **At times the kernel cannot know.** The gaps between reads are drawn here at random
-  (exponential, mean :data:`tinyprof.memcheck.MEAN_GAP_S`); nothing the kernel prints or
-  answers decides a read. A ``gc.collect()`` or ``del`` timed for the reads has no reads to
-  time; memory freed and taken again every few steps is not a leak, and is not graded as one.
-- **The grader fits.** The readings after the first quarter of the run, in twelve spans of
-  time, each its median (:func:`tinyprof.leaks.growth.growth_over_run`); the slope with its 95 %
-  interval, in bytes per step (the run's seconds per step). The verdict, the tolerance and the
-  expected losses are the grader's; the losses the kernel hands back are checked at every step
-  against a clean loop run here on the same seed, drawn at random at every grading, so a loop
-  that returns early or skips steps fails.
-- **Free memory given back first.** Before the run the kernel is asked to collect cycles and
-  return its allocator's free memory to the system (``tinyprof.memcheck.settle``), so that
-  memory freed by earlier cells does not absorb a leak. A kernel that refuses keeps only what it
-  had freed (the limit, on the instructors' page).
+- **Two runs, at step counts the kernel learns only when called.** N is drawn here from 1 to
+  2 times ``steps`` at every grading, and the loop runs N and 2N steps in a random order
+  (``tinyprof.memcheck.measure_twice``); what grows between them is the leak. A leak that
+  starts after the printed step counts, or only at them, is in the runs.
+- **Each run in a fork, held after it returns** (``tinyprof.testing.forked``, one judge call,
+  tinyprof switched off). Before the fork the kernel collects its garbage and trims its
+  allocator (``tinyprof.memcheck.settle``), then the grader reads the group (the median of three
+  reads). The child runs the loop, collects, trims, and waits; the grader reads the group again
+  (**kept**), and only then is the child let go and its losses sent back. While the child ran, a
+  thread here read the group at random times (exponential gaps); their 90th percentile is
+  **held**. Memory that existed before the call stays the parent's: a ballast freed as the leak
+  grows frees nothing, a buffer touched in advance is copied page by page as the loop writes
+  it, and both are charged to the group.
+- **The grader decides.** Kept and held per step are the differences between the 2N and N
+  runs over N; each must stay under the tolerance (1 kB a step, the chapter's) plus the slack
+  two leak-free runs differ by over N (1.5 MB each), and held under
+  ``tinyprof.memcheck.BUDGET``. A first fork that runs no step comes before the two, so that
+  what forking allocates in the kernel the first time is in neither. The losses the kernel
+  hands back are checked at every step against a clean loop run here on the same seed, drawn
+  at random at every grading.
+
+What the grader observes: the group's memory before each run, at random times during it, and
+after the loop returned and the child settled; the losses. What it cannot: which pages hold
+what (a leak paid for by a ballast the loop allocates itself at the start of each run, freed as
+the leak grows, looks flat until the ballast outgrows the budget: about 21 MB / 2N, 9 to 18 kB
+a step at the chapter's step counts, can hide that way); a loop that asks whether it is being
+tested (its caller's frame, a changed process id) and behaves only then; work done outside the
+kernel's group. The fork is the kernel's own act, done by tinyprof's code there: a kernel that
+patched it is what the static review and the runtime check look for (``intake.review``: patched
+modules, tinyprof's private names).
 """
 
 from __future__ import annotations
 
+import random
 from typing import Any, Callable
 
-from tinyprof.memcheck import LeakCheck, sample_while, settle
+from tinyprof.memcheck import LeakCheck, measure_twice, settle
+from tinyprof.testing.forked import ForkedRun, no_steps
 
 
 class LeakBench:
@@ -42,18 +61,23 @@ class LeakBench:
         self.read = read
         self.method = method
 
-    def measure(self, judge: Any, loop: Any, steps: int, seed: int) -> tuple[Any, LeakCheck]:
-        """The losses ``loop(steps, seed)`` returned in the kernel, and the memory readings'
-        :class:`~tinyprof.memcheck.LeakCheck`."""
+    def measure(self, judge: Any, loop: Any, steps: int, seed: int,
+                rng: random.Random | None = None) -> tuple[dict[int, Any], LeakCheck]:
+        """The losses ``loop(n, seed)`` returned in the kernel for both step counts, and the
+        :class:`~tinyprof.memcheck.LeakCheck` of the two runs (module docstring)."""
         from .judge import Kernel
 
         if type(loop) is not Kernel:
             raise TypeError("expect_leak_free runs a function of the student's notebook: pass it "
                             f"by its name, got {type(loop).__name__}")
-        judge.make(settle, [0])
+        fork = ForkedRun(loop._label)
+        rng = rng or random.Random(random.SystemRandom().getrandbits(64))
         with judge.switch(()):
-            return sample_while(self.read, lambda: loop(int(steps), int(seed)), int(steps),
-                                self.method())
+            judge.call(fork, None, (no_steps, 0, 0), {}).finish()   # a first fork: warm-up
+            return measure_twice(
+                self.read, lambda: judge.make(settle, [0]),
+                lambda n: judge.call(fork, None, (loop, int(n), int(seed)), {}),
+                lambda held: held.finish(), int(steps), self.method(), rng)
 
 
 __all__ = ["LeakBench"]
