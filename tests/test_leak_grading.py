@@ -217,14 +217,7 @@ def test_a_fix_that_keeps_the_smallest_leak_fails(tmp_path):
 
 
 #: The sandbox still names itself (autograder/kernel/isolation.py): cheat (g) behaves there.
-SANDBOX_NAMED = '"--hostname", "sandbox"' in (REPO / "autograder/kernel/isolation.py").read_text()
-
-
-@pytest.mark.parametrize("cheat", [
-    pytest.param(name, marks=pytest.mark.xfail(
-        SANDBOX_NAMED, strict=True, reason="the sandbox's host name says it is graded: no "
-        "check of the loop can see a leak the loop does not make there (issue 45, item 4)"))
-    if name.startswith("(g)") else name for name in sorted(CHEATS)])
+@pytest.mark.parametrize("cheat", sorted(CHEATS))
 def test_no_cheat_passes(cheat, tmp_path):
     record = grade_cell(CHEATS[cheat], tmp_path)
     assert not record["verdict"]["passed"], (cheat, record)
