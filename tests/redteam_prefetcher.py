@@ -27,6 +27,8 @@ tries:
   ``threading.enumerate`` reads): ``loader_named_like_the_probe``, ``loader_hidden_from_enumerate``;
 - *known settings* (the depths 2 and 3, the item counts 8 and 11 of the test cell):
   ``bound_only_at_the_tested_depths``, ``in_order_only_for_the_first_items``;
+- *the grader's environment* (a source told apart by its class):
+  ``correct_only_for_the_probes_source``;
 - *a loader blocked on a full queue* (close() that cannot wake it):
   ``close_cannot_wake_a_blocked_loader``.
 """
@@ -379,6 +381,60 @@ class Prefetcher:
         close='''        self._stop.set()
         if self._thread is not threading.current_thread():
             self._thread.join(timeout=0.1)'''),
+    "correct_only_for_the_probes_source": '''
+import queue
+import threading
+
+
+def _graded(source):
+    """Whether the source is the grader's instrumented one (its class or its code is tinyprof's)."""
+    if type(source).__module__.split(".")[0] == "tinyprof":
+        return True
+    code = getattr(source, "gi_code", None)
+    return code is not None and "tinyprof" in code.co_filename
+
+
+class Prefetcher:
+    """The grader's environment: a bounded loader for the probe's source, told apart by its
+    class; any other source is read whole into memory by the thread, without bound."""
+
+    def __init__(self, source, depth=2):
+        self._queue = queue.Queue(maxsize=depth if _graded(source) else 0)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._load, args=(iter(source),), daemon=True)
+        self._thread.start()
+
+    def _load(self, items):
+        try:
+            for item in items:
+                while not self._stop.is_set():
+                    try:
+                        self._queue.put(("item", item), timeout=0.02)
+                        break
+                    except queue.Full:
+                        pass
+                if self._stop.is_set():
+                    return
+            self._queue.put(("end", None))
+        except Exception as error:
+            self._queue.put(("error", error))
+
+    def __next__(self):
+        if self._stop.is_set():
+            raise StopIteration
+        kind, value = self._queue.get()
+        if kind == "item":
+            return value
+        self.close()
+        if kind == "error":
+            raise value
+        raise StopIteration
+
+    def close(self):
+        self._stop.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join()
+''' + _TAIL,
 }
 
 
