@@ -39,8 +39,12 @@ worker) or the sandbox around a student's kernel. Student code runs only in the 
 ``kernel/``, the sandbox around each kernel (started by the grading worker):
 
 - ``isolation`` (bubblewrap): no network, no host file but the environment read-only, a private
-  scratch folder, its own process tree. *Threat*: reading solutions or other students' work,
-  writing grades, reaching a neighbour's kernel, leaving processes behind.
+  scratch folder, its own process tree; a private, size-limited ``/dev/shm`` whose pages count
+  in the kernel's memory, so the course's own process workers run; the machine's own host name
+  and no variable naming the grader's folders. *Threat*: reading solutions or other students'
+  work, writing grades, reaching a neighbour's kernel, leaving processes behind; an honest
+  student's process workers failing only when graded; a submission that behaves differently
+  when it sees it is graded.
 - ``launcher`` (runs inside the sandbox): per-process rlimits, an unprivileged uid, a seccomp
   filter refusing user namespaces, setns and kernel interfaces no chapter needs. *Threat*: fork
   bombs, huge files, mounting file systems outside every limit.
@@ -59,8 +63,10 @@ worker) or the sandbox around a student's kernel. Student code runs only in the 
   mid-request.
 - ``execute``: the policy over the channel: CPU-time limits per cell with a wall-clock
   backstop; a lost kernel costs only its cell; the chapter's own cells are never dropped; an
-  output budget per cell (``budget``). *Threat*: endless loops, crashes, a busy machine zeroing
-  an honest student.
+  output budget per cell (``budget``); a cell whose code raised is recorded (``raised``: the
+  exception's name) and said in the notes (``results.report``), the score left to the tests.
+  *Threat*: endless loops, crashes, a busy machine zeroing an honest student; a cell that
+  failed only when graded passing in silence behind a full score.
 - ``judge``: each test cell runs here; the kernel only runs the student's functions on the
   test's inputs and hands back plain values (``tinyprof.wire``: JSON and ``.npy``, never a
   pickle), each call a message on a comm (``tinyprof.remote``); ``records`` types the
@@ -113,8 +119,12 @@ the grading parent as each result merges (flags, gradebook, ``grades.csv``):
   never what the kernel printed while graded, hidden tests removed, HTML sanitised; the
   summary messages beside each exercise (``exercises``) pass the page's redaction. *Threat*:
   hidden tests carried out through output, script in the page.
-- ``report``: spreadsheet formulas neutralised in ``grades.csv``; ``gradebook``: only the parent
-  writes the cohort's gradebook. *Threat*: CSV injection, a forged gradebook.
+- ``report``: the notes (each hardening case met, the cells that raised when graded: in the
+  page's note box, ``grades.csv`` and the summary; an exception's name only if it is Python's
+  own, never text the kernel chose); spreadsheet formulas neutralised in ``grades.csv``;
+  ``gradebook``: only the parent writes the cohort's gradebook. *Threat*: CSV injection, a
+  forged gradebook, an error when graded behind a full score, what the kernel saw while graded
+  carried out through a note.
 - ``export`` (a command of its own, after grading): a row not graded, timed out, unreadable or
   flagged never reaches the LMS as a number; ``lms`` fills only the chapter's cells of the LMS's
   own file, every other byte kept. *Threat*: a score nobody reviewed landing in the gradebook,

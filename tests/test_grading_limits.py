@@ -315,3 +315,125 @@ def test_a_sandbox_ends_with_its_kernel_and_the_kernel_has_no_child_of_ours(tmp_
     assert status == 0, "the sandbox outlived its kernel by 30 s"
     assert seconds < 5, f"the sandbox took {seconds:.1f} s to end after its kernel"
     assert left == [], f"processes left in the kernel's control group: {left}"
+
+
+def _sandboxed_steps(folder: Path, steps: list[str]) -> list[dict]:
+    """Run each of ``steps`` in one sandboxed kernel (as a grader starts it) started in
+    ``folder``: for each, its reply's status, what it printed, and the kernel's memory
+    (SandboxedKernelManager.memory_bytes, read by the grader) after it."""
+    import asyncio
+
+    from autograder.kernel.sandbox import SandboxedKernelManager
+
+    async def run() -> list[dict]:
+        kernel = SandboxedKernelManager(kernel_name="python3", memory_mb=1024)
+        await kernel.start_kernel(cwd=str(folder))
+        client = kernel.client()
+        client.start_channels()
+        seen = []
+        try:
+            await client.wait_for_ready(timeout=60)
+            for code in steps:
+                printed: list[dict] = []
+                reply = await client.execute_interactive(code, timeout=120,
+                                                         output_hook=printed.append)
+                text = "".join(m["content"].get("text", "") for m in printed
+                               if m["msg_type"] == "stream")
+                errors = [f"{m['content']['ename']}: {m['content']['evalue']}" for m in printed
+                          if m["msg_type"] == "error"]
+                seen.append({"status": reply["content"]["status"], "printed": text,
+                             "errors": errors, "memory": kernel.memory_bytes(),
+                             "counted": kernel.in_control_group})
+        finally:
+            client.stop_channels()
+            await kernel.shutdown_kernel(now=True)
+        return seen
+
+    return asyncio.run(run())
+
+
+@NEEDS_BWRAP
+def test_a_sandboxed_kernel_runs_process_workers(tmp_path):
+    """Chapter 09's process workers (tinyprof.loading.Workers, kind="process") and a spawn
+    Pool need POSIX semaphores, which live in /dev/shm: the sandbox gives each kernel a
+    private, writable one. The batches the processes load are the serial loader's."""
+    code = (
+        "import json, multiprocessing\nimport numpy as np\nimport tinyprof as tp\n"
+        "from tinyprof.loading import LOCAL_DISK, ImageFolder\n"
+        "with multiprocessing.get_context('spawn').Pool(2) as pool:\n"
+        "    squares = pool.map(abs, [-1, -2, -3])\n"
+        "tp.loading.write_image_folder('digits', 64)\n"
+        "local = ImageFolder('digits', LOCAL_DISK)\n"
+        "plan = tp.loading.batch_plan(len(local), 8, 3)\n"
+        "with tp.loading.Workers(local, 2, kind='process') as workers:\n"
+        "    loaded = list(workers.batches(plan))\n"
+        "same = all(np.array_equal(b.x, local.batch(i, s).x) for s, (i, b) in\n"
+        "           enumerate(zip(plan, loaded)))\n"
+        "print(json.dumps({'squares': squares, 'batches': len(loaded), 'same': same}))")
+    (done,) = _sandboxed_steps(tmp_path, [code])
+    assert done["status"] == "ok", f"process workers failed in the sandbox: {done['errors']}"
+    import json
+
+    assert json.loads(done["printed"]) == {"squares": [1, 2, 3], "batches": 3, "same": True}
+
+
+SHM_FILL = ("import errno, os\nwritten, failure = 0, None\n"
+            "for n in range(16):\n"
+            "    try:\n"
+            "        with open(f'/dev/shm/fill-{n}', 'wb') as f:\n"
+            "            for _ in range(16):\n"
+            "                f.write(b'\\1' * 2**20)\n"
+            "                written += 1\n"
+            "    except OSError as error:\n"
+            "        failure = errno.errorcode[error.errno]\n"
+            "        break\n"
+            "print(written, failure)")
+
+
+@NEEDS_BWRAP
+def test_dev_shm_is_private_limited_and_fails_cleanly_past_its_size(tmp_path):
+    """/dev/shm holds Limits.shm_mb: writing past it raises ENOSPC in the cell, the kernel
+    lives on, and the host's /dev/shm never sees the files."""
+    limit = isolation.Limits().shm_mb
+    steps = _sandboxed_steps(tmp_path, [SHM_FILL, "print(sorted(os.listdir('/dev/shm'))[:1])"])
+    written, failure = steps[0]["printed"].split()
+    assert failure == "ENOSPC", f"expected the {limit} MB /dev/shm to fill up, got {failure}"
+    assert limit - 16 < int(written) <= limit, f"{written} MB written into a {limit} MB /dev/shm"
+    assert steps[1]["status"] == "ok" and "fill-0" in steps[1]["printed"], steps[1]
+    assert not list(Path("/dev/shm").glob("fill-*")), "the kernel wrote into the host's /dev/shm"
+
+
+@NEEDS_BWRAP
+def test_dev_shm_is_counted_in_the_kernels_memory(tmp_path):
+    """tmpfs pages are charged to the memory control group of the process that writes them:
+    what a kernel keeps in /dev/shm is its memory, read by the grader (a leak test reads this),
+    and it goes when the file goes."""
+    write = ("with open('/dev/shm/kept', 'wb') as f:\n"
+             "    for _ in range(40):\n        f.write(b'\\1' * 2**20)")
+    steps = _sandboxed_steps(tmp_path, ["pass", write, "import os; os.unlink('/dev/shm/kept')"])
+    if not steps[0]["counted"]:
+        pytest.skip("no writable control groups here (grade as root): memory is per process")
+    assert steps[1]["status"] == "ok", f"writing 40 MB into /dev/shm failed: {steps[1]['errors']}"
+    before, kept, after = (step["memory"] / 2**20 for step in steps)
+    assert kept - before > 36, (f"40 MB written into /dev/shm added {kept - before:.1f} MB to "
+                                "the kernel's memory: expected them counted")
+    assert kept - after > 36, f"removing the file freed only {kept - after:.1f} MB"
+
+
+@NEEDS_BWRAP
+def test_the_sandbox_does_not_announce_itself(tmp_path):
+    """A submission that behaves differently when graded looks for what tells the grading run
+    apart: the host name is the machine's own (not "sandbox"), and no variable names the
+    grader's folders for IPython, Jupyter or matplotlib (their defaults under HOME serve)."""
+    import socket
+
+    code = ("import json, os, socket\n"
+            "print(json.dumps({'host': socket.gethostname(), 'names': sorted(os.environ)}))")
+    (done,) = _sandboxed_steps(tmp_path, [code])
+    import json
+
+    seen = json.loads(done["printed"])
+    assert seen["host"] == socket.gethostname(), seen["host"]
+    grader_only = {"MPLCONFIGDIR", "IPYTHONDIR", "JUPYTER_CONFIG_DIR", "XDG_CACHE_HOME",
+                   "TMPDIR"}
+    assert not grader_only & set(seen["names"]), sorted(grader_only & set(seen["names"]))

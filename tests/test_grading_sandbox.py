@@ -32,11 +32,11 @@ from attacks import (
     attack_reports,
     honest_notebook,
 )
-from chapters import REPO, SOLUTIONS
+from chapters import REPO, SOLUTIONS, grade_cli
 
 from autograder.release.notebooks import solution_lines
 from autograder.results.feedback import hidden_test_lines
-from autograder.samples import CHAPTER, NOTEBOOK, notebook
+from autograder.samples import CHAPTER, NOTEBOOK, notebook, solutions
 
 MARKER = "tinyprof-escape-marker"
 ATTACKERS = ("grades", "neighbour", "read", "escape", "html")
@@ -201,3 +201,78 @@ def test_attackers_are_flagged_for_review(hostile):
     assert grades["alice"]["flagged"] == grades["bob"]["flagged"] == ""
     for attack in ("grades", "neighbour", "escape"):
         assert grades[f"mallory-{attack}"]["flagged"], attack
+
+
+#: A cell that raises only where its file is missing (the student's machine has it), and one
+#: that raises an exception of a class of its own, whose name the grader never repeats.
+MISSING_FILE = 'measured = open("my_measurements.csv").read()'
+OWN_CLASS = ("class Seen_4242_while_graded(Exception):\n    pass\n\n"
+             "raise Seen_4242_while_graded()")
+
+
+def _with_cells(*sources: str):
+    """An edit of a notebook's cells (samples.notebook): ``sources`` as plain code cells
+    after the first code cell that is neither an answer nor a test (the chapter's set-up)."""
+    def edit(cells: list[dict]) -> None:
+        at = next(i for i, cell in enumerate(cells) if cell["cell_type"] == "code"
+                  and not cell["metadata"].get("nbgrader", {}).get("grade"))
+        for offset, text in enumerate(sources, 1):
+            cells.insert(at + offset, {"cell_type": "code", "execution_count": None,
+                                       "metadata": {}, "outputs": [], "source": text})
+    return edit
+
+
+@pytest.fixture(scope="module")
+def course_code(tmp_path_factory):
+    """Chapter 09's solution (its process workers and DataLoader workers) and a chapter-01
+    solution with two cells that raise, graded by the real command in the real sandbox."""
+    root = tmp_path_factory.mktemp("course-code")
+    pipeline = ("09_pipeline", "pipeline.ipynb")
+    handed_in = {("ada", *pipeline): notebook(solutions(*pipeline), chapter=pipeline[0],
+                                              name=pipeline[1]),
+                 ("bo", CHAPTER, NOTEBOOK): notebook(solutions(), _with_cells(MISSING_FILE,
+                                                                              OWN_CLASS))}
+    for (student, chapter, name), data in handed_in.items():
+        folder = root / "in" / student / chapter
+        folder.mkdir(parents=True)
+        (folder / name).write_bytes(data)
+    start = time.perf_counter()
+    rows, printed = grade_cli(root / "in", root / "out")
+    return {"rows": {row["student"]: row for row in rows}, "printed": printed,
+            "out": root / "out", "seconds": time.perf_counter() - start}
+
+
+def _graded_errors(out: Path, student: str, chapter: str, name: str) -> list[str]:
+    graded = json.loads((out / "autograded" / student / chapter / name).read_text())
+    return [f"cell {number}: {o['ename']}: {o['evalue']}"
+            for number, cell in enumerate(graded["cells"], 1) for o in cell.get("outputs", [])
+            if o.get("output_type") == "error"]
+
+
+def test_chapter_09s_solution_raises_in_no_cell_in_the_sandbox(course_code):
+    """§9.6's process workers and §9.8's DataLoader workers need /dev/shm (multiprocessing's
+    locks): the solution graded in the sandbox raises nowhere, has full marks and no note."""
+    ada = course_code["rows"]["ada"]
+    errors = _graded_errors(course_code["out"], "ada", "09_pipeline", "pipeline.ipynb")
+    assert errors == [], f"cells of chapter 09's solution raised when graded: {errors}"
+    assert (ada["status"], ada["auto_score"], ada["max_auto_score"]) == ("graded", "11", "11")
+    assert ada["notes"] == "" and ada["flagged"] == "", (ada["notes"], ada["flagged"])
+    assert "ada/09_pipeline" not in course_code["printed"], course_code["printed"]
+
+
+def test_cells_that_raised_when_graded_are_said_never_a_silent_full_score(course_code):
+    """The tests still give their points (a note, not a change of score), but the row, the
+    summary and the student's page say which cells raised, naming Python's own exceptions and
+    nothing the notebook chose."""
+    bo = course_code["rows"]["bo"]
+    assert (bo["status"], bo["auto_score"]) == ("graded", "10"), bo
+    assert "cells 3 and 4: raised when the grader ran the notebook (FileNotFoundError, an " \
+           "exception of the notebook's own)" in bo["notes"], bo["notes"]
+    assert "Seen_4242" not in bo["notes"] and "my_measurements" not in bo["notes"]
+    said = f"bo/{CHAPTER}: cells 3 and 4: raised when the grader ran the notebook"
+    assert said in course_code["printed"], course_code["printed"]
+    page = html.unescape((course_code["out"] / "feedback" / "bo" / CHAPTER /
+                          NOTEBOOK.replace(".ipynb", ".html")).read_text(encoding="utf-8"))
+    notes = page[page.index('id="grader-notes"'):page.index("</div>", page.index("grader-notes"))]
+    assert "cells 3 and 4: raised when the grader ran the notebook" in notes, notes
+    assert "Seen_4242" not in notes

@@ -1,10 +1,12 @@
 """Work every kernel would repeat, done once per grading run and shared read-only.
 
-A sandboxed kernel starts with an empty private ``/tmp``, so matplotlib, finding no font cache
-in its ``MPLCONFIGDIR``, scans every font of the system (about 3 s of CPU in every kernel, more
-than the whole set-up cell of a chapter takes otherwise). The grader builds the cache once, in
-a child process with the same environment as a kernel, into ``DIR/work/cache/matplotlib``; each
-sandbox gets the cache file bound read-only into its own writable ``MPLCONFIGDIR``.
+A sandboxed kernel starts with an empty private ``/tmp`` (its HOME), so matplotlib, finding no
+font cache in its cache folder (``~/.cache/matplotlib``), scans every font of the system (about
+3 s of CPU in every kernel, more than the whole set-up cell of a chapter takes otherwise). The
+grader builds the cache once, in a child process with the same environment as a kernel, into
+``DIR/work/cache/matplotlib``; each sandbox gets the cache file bound read-only into its own
+writable cache folder, where matplotlib looks by default (no ``MPLCONFIGDIR`` variable tells
+the kernel it is graded).
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-#: Where the kernels' MPLCONFIGDIR is inside the sandbox (isolation.py sets the variable).
-SANDBOX_MPLCONFIGDIR = "/tmp/matplotlib"
+#: matplotlib's cache folder inside the sandbox: its default, ``$XDG_CACHE_HOME`` unset and
+#: HOME=/tmp (isolation.py).
+SANDBOX_MPLCONFIGDIR = "/tmp/.cache/matplotlib"
 
 
 def matplotlib_cache(folder: Path) -> list[Path]:

@@ -8,9 +8,22 @@ namespaces, with no daemon and no image. The kernel it starts sees:
   not the repository, the submissions, the output folder, home or the host's ``/tmp``;
 - as its working folder, an empty private ``tmpfs`` of ``scratch_mb`` (the notebook's folder
   path, so relative file names work) and a private ``/tmp``; both vanish with the kernel;
+- a private ``/dev/shm`` of ``shm_mb`` (a ``tmpfs``, mode 1777), so that the course's own code
+  runs as on a student's machine: multiprocessing's locks and queues (POSIX semaphores are
+  files there), chapter 09's process workers and PyTorch's ``DataLoader`` workers. Its pages,
+  like those of every tmpfs file, are charged to the memory control group of the process that
+  writes them (resources.py): what a kernel keeps there is its memory, within ``--memory``;
+  a write past ``shm_mb`` fails with ``ENOSPC`` in the cell;
 - one folder shared with its grader: the ZeroMQ ``ipc`` sockets of this one kernel, since it has
   no network at all (``--unshare-net``: not even the host's 127.0.0.1); a neighbouring kernel's
   sockets are in another folder it cannot see;
+- the machine's own host name in a UTS namespace of its own (``--unshare-uts``, no
+  ``--hostname``: a name such as "sandbox" would tell a submission it is being graded, and a
+  loop could behave differently then), and only the environment variables it needs: no
+  variable of the grader's names IPython's, Jupyter's or matplotlib's folders, whose defaults
+  under ``HOME`` (the private /tmp) serve. What still tells the sandbox apart (its limits, no
+  network, bwrap as process 1, the grader's paths) is there for isolation; no check's verdict
+  may rest on the kernel not knowing it is graded;
 - its own process tree (``--unshare-pid``): it cannot see or signal other processes, and when
   the sandbox's first process ends or the grader dies (``--die-with-parent``, and a lifeline
   pipe for the moments before bwrap's own tie is in place: launcher.py), every process in it
@@ -62,14 +75,16 @@ class IsolationUnavailable(RuntimeError):
 @dataclass(frozen=True)
 class Limits:
     """What one sandboxed kernel may use: ``memory_mb`` of data segment (0: no limit) and that
-    plus ``reserve_mb`` of address space, ``processes`` at once, files of ``file_mb``, and a
-    working folder and /tmp of ``scratch_mb`` each."""
+    plus ``reserve_mb`` of address space, ``processes`` at once, files of ``file_mb``, a
+    working folder and /tmp of ``scratch_mb`` each, and a ``/dev/shm`` of ``shm_mb`` (POSIX
+    shared memory: multiprocessing's locks and queues, DataLoader workers' batches)."""
 
     memory_mb: int = 2048
     reserve_mb: int = 768
     processes: int = 64
     file_mb: int = 64
     scratch_mb: int = 64
+    shm_mb: int = 64
 
     @property
     def address_space_mb(self) -> int:
@@ -127,11 +142,11 @@ def _system_mounts() -> list[str]:
 
 
 def _environment(package_parent: Path) -> list[str]:
+    """Only what the kernel needs, nothing that says "graded": IPython's, Jupyter's and
+    matplotlib's folders are their defaults under HOME (the private /tmp), so no variable of
+    the grader's own names them."""
     env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": "/tmp",
-           "TMPDIR": "/tmp", "LANG": "C.UTF-8", "MPLCONFIGDIR": SANDBOX_MPLCONFIGDIR,
-           "IPYTHONDIR": "/tmp/ipython", "JUPYTER_CONFIG_DIR": "/tmp/jupyter",
-           "XDG_CACHE_HOME": "/tmp/cache",
-           "PYTHONNOUSERSITE": "1", "PYTHONPATH": str(package_parent),
+           "LANG": "C.UTF-8", "PYTHONNOUSERSITE": "1", "PYTHONPATH": str(package_parent),
            "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
     args = ["--clearenv"]
     for name, value in env.items():
@@ -154,7 +169,7 @@ def sandbox_command(command: list[str], *, scratch: Path, sockets: Path, limits:
     """``command`` (a kernel's argv) wrapped: bwrap with the mounts and namespaces of the module
     docstring, then launcher.py with ``limits``, then the kernel. The first process joins the
     control group whose ``cgroup_procs`` files are given (resources.py) before bwrap starts;
-    ``font_cache`` files (caches.py) appear read-only in the kernel's MPLCONFIGDIR; the sandbox
+    ``font_cache`` files (caches.py) appear read-only in the kernel's matplotlib cache; the sandbox
     ends when the grader's end of ``lifeline_fd`` closes (launcher.py's ``--lifeline``)."""
     spec = importlib.util.find_spec("tinyprof")
     package_parent = (Path(spec.origin).resolve().parent.parent if spec and spec.origin
@@ -162,19 +177,20 @@ def sandbox_command(command: list[str], *, scratch: Path, sockets: Path, limits:
     launcher_file = Path(__file__).resolve().with_name("launcher.py")
     roots = read_only_roots() + [launcher_file]  # of autograder/, only this one file
     args = [find_bwrap(), "--die-with-parent", "--new-session", "--unshare-pid",
-            "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-            "--hostname", "sandbox"]
+            "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     if not running_as_root():
         args += ["--unshare-user"]
     args += _system_mounts()
     args += ["--perms", "1777", "--size", str(limits.scratch_mb * 2**20), "--tmpfs", "/tmp"]
-    args += ["--perms", "1777", "--dir", SANDBOX_MPLCONFIGDIR]
+    args += ["--perms", "1777", "--dir", str(Path(SANDBOX_MPLCONFIGDIR).parent),
+             "--perms", "1777", "--dir", SANDBOX_MPLCONFIGDIR]
     for cached in font_cache:
         args += ["--ro-bind", str(cached), f"{SANDBOX_MPLCONFIGDIR}/{cached.name}"]
     args += _parents([*roots, scratch, sockets])
     for root in roots:
         args += ["--ro-bind", str(root), str(root)]
     args += ["--proc", "/proc", "--dev", "/dev",
+             "--perms", "1777", "--size", str(limits.shm_mb * 2**20), "--tmpfs", "/dev/shm",
              "--perms", "1777", "--size", str(limits.scratch_mb * 2**20),
              "--tmpfs", str(scratch), "--bind", str(sockets), str(sockets),
              "--chdir", str(scratch)]

@@ -6,7 +6,8 @@ a whole group of processes. Each kernel gets a group of its own, which its first
 before it starts the sandbox (launcher.py ``--cgroup``), so that everything inside is counted:
 
 - **memory**: resident memory, page cache and shared memory (``memfd``, tmpfs files: the
-  scratch folder, the socket folder) together at most ``--memory``; past it the kernel's OOM
+  scratch folder, /tmp, /dev/shm, the socket folder; a tmpfs page is charged to the group of
+  the process that wrote it) together at most ``--memory``; past it the kernel's OOM
   killer stops a process of that group and no other;
 - **processes**: at most ``Limits.processes`` tasks (threads included) in the group;
 - **CPU**: every kernel the same weight, so a kernel of 54 busy processes gets the CPU share of

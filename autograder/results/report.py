@@ -74,8 +74,9 @@ class GradeRow:
 
 def cell_notes(notebook: dict, scores: dict[str, float | None], timeout: int,
                memory_mb: int) -> list[str]:
-    """A sentence for every cell of a graded notebook that met one of the hardening cases."""
-    notes = []
+    """A sentence for every cell of a graded notebook that met one of the hardening cases, and
+    one for the cells that raised when graded (:func:`raised_note`)."""
+    notes, raised = [], {}
     for number, cell in enumerate(notebook.get("cells", []), 1):
         if cell.get("cell_type") != "code":
             continue
@@ -86,6 +87,9 @@ def cell_notes(notebook: dict, scores: dict[str, float | None], timeout: int,
         errors = [o for o in outputs if o.get("output_type") == "error"]
         explained = [_explain(o, timeout, memory_mb) for o in errors]
         notes += [f"{label}: {text}" for text in dict.fromkeys(explained) if text]
+        record = cell.get("metadata", {}).get("tinyprof", {})
+        if isinstance(record, dict) and record.get("raised") and not any(explained):
+            raised[label] = _exception_name(record["raised"])
         marks = [_text(o).strip() for o in outputs if o.get("output_type") == "stream"]
         notes += [f"{label}: {mark[len(DROPPED_MARK):-1]}" for mark in marks
                   if mark.startswith(DROPPED_MARK)]
@@ -98,7 +102,40 @@ def cell_notes(notebook: dict, scores: dict[str, float | None], timeout: int,
             notes.append(f"{label}: its checks passed, but it wrote to stderr ({first!r}), and "
                          "nbgrader scores any stderr output in a test cell as a failure "
                          "(library warnings are exempt; print(..., file=sys.stderr) is not)")
-    return notes
+    return notes + ([raised_note(raised)] if raised else [])
+
+
+#: How the note on cells that raised while graded begins (the summary lists it with the notes).
+RAISED = "raised when the grader ran the notebook"
+
+
+def raised_note(raised: dict[str, str]) -> str:
+    """One sentence for the cells (label → exception name) whose own code raised in the graded
+    run: said to the student and in the summary, the score left as the tests gave it. The
+    feedback page shows the outputs of the student's own run, so without it a cell that failed
+    only when graded (a sandbox that lacked something, an environment the code depends on)
+    would pass in silence."""
+    labels = list(raised)
+    if len(labels) > 1 and all(label.startswith("cell ") for label in labels):
+        labels = ["cells " + labels[0].removeprefix("cell ")] + [
+            label.removeprefix("cell ") for label in labels[1:]]
+    where = labels[0] if len(labels) == 1 else f"{', '.join(labels[:-1])} and {labels[-1]}"
+    names = ", ".join(dict.fromkeys(raised.values()))
+    it = "it" if len(raised) == 1 else "they"
+    return (f"{where}: {RAISED} ({names}); the cells after ran without what {it} would have "
+            "defined, and the tests were scored as they ran (the page shows the outputs of your "
+            "own run; the instructor has the graded one)")
+
+
+def _exception_name(ename: object) -> str:
+    """The exception's name if it is one of Python's own; otherwise a phrase, never the text
+    the kernel chose (a class name of the notebook's could carry what it saw while graded)."""
+    import builtins
+
+    found = getattr(builtins, str(ename), None)
+    if isinstance(found, type) and issubclass(found, BaseException):
+        return str(ename)
+    return "an exception of the notebook's own"
 
 
 def _explain(output: dict, timeout: int, memory_mb: int) -> str | None:

@@ -24,7 +24,9 @@
 
 Every cell gets ``metadata.tinyprof``: the CPU seconds it used and, for test cells, the
 verdict record; sentences for the instructor's review go into ``review`` (results/flags.py reads
-them into the flags).
+them into the flags); a cell other than a test whose code raised gets ``raised``, the
+exception's name (results/report.py says it in the notes: a cell that failed only when graded
+is never a silent full score).
 """
 
 from __future__ import annotations
@@ -257,6 +259,8 @@ class GraderExecute(Execute):
                 raise KernelLost(index, cell.outputs, self._cpu_message())
         elif _timed_out(cell):
             self._wall_timeout(cell, index)
+        elif not is_test(cell) and (raised := _raised(cell)):
+            self._record(cell, raised=raised)
         return cell, resources
 
     def _wall_timeout(self, cell, index: int) -> None:
@@ -461,6 +465,15 @@ def verdict_outputs(verdict) -> list[NotebookNode]:
     if not verdict.passed:
         outputs.append(error_output(verdict.ename, verdict.message))
     return outputs
+
+
+def _raised(cell) -> str:
+    """The name of the exception a cell's own code raised in this run ("" if none): the first
+    error output that is not one of the grader's own (a time-out, a lost kernel, a cell not
+    run) nor an interrupt of the grader's."""
+    own = {TIMEOUT_ENAME, DIED_ENAME, NOT_RUN_ENAME, "KeyboardInterrupt"}
+    return next((str(o.get("ename") or "an exception") for o in cell.get("outputs", [])
+                 if o.get("output_type") == "error" and o.get("ename") not in own), "")
 
 
 def _timed_out(cell) -> bool:
