@@ -32,7 +32,7 @@ cycle. A module may import modules of its own layer or of the layers below it, n
     widgets      widgets.*                          explorers
     facade       profiler, tinyprof, testing,       one object over all of it; the grader's
                  remote, wire, memcheck,            seam (helpers, answers, their format)
-                 pipecheck
+                 pipecheck, prefetchcheck
 
 Every wing sits on one floor, and the chapters' wings are in chapter order. The torch code
 sits in the wing of its numpy counterpart (issue 34): its probe on the ground floor, its
@@ -73,7 +73,8 @@ LAYERS = [
     ("loading", {"loading"}),
     ("leaks", {"leaks"}),
     ("widgets", {"widgets"}),
-    ("facade", {"profiler", "", "testing", "remote", "wire", "memcheck", "pipecheck"}),
+    ("facade", {"profiler", "", "testing", "remote", "wire", "memcheck", "pipecheck",
+                "prefetchcheck"}),
 ]
 RANK = {top: rank for rank, (_, tops) in enumerate(LAYERS) for top in tops}
 

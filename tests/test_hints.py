@@ -1084,6 +1084,11 @@ _PUT = """def _put(self, item):
                     pass
             return False"""
 assert _PUT in _PREFETCHER
+#: ... and whose loader puts each item it pulls.
+_LOOP = """for item in self._source:
+                    if not self._put(("item", item)):
+                        return"""
+assert _LOOP in _PREFETCHER
 
 _CH09 = {
     "input_wait_fraction, durations summed": (
@@ -1133,26 +1138,68 @@ _CH09 = {
 
             def close(self):
                 pass
-        """, "Your Prefetcher loads only when asked"),
+        """, "Your Prefetcher loads in the consumer's thread"),
+    # A thread that loads, but only once __next__ asks it to: nothing is loaded ahead.
+    "Prefetcher, a loader that waits to be asked": (
+        "test_Prefetcher", _PREFETCHER.replace(
+            "self._stop = threading.Event()",
+            "self._stop = threading.Event()\n            self._wanted = threading.Semaphore(0)"
+        ).replace(_LOOP, """while True:
+                    while not self._wanted.acquire(timeout=0.02):
+                        if self._stop.is_set():
+                            return
+                    try:
+                        item = next(self._source)
+                    except StopIteration:
+                        break
+                    if not self._put(("item", item)):
+                        return""").replace(
+            "kind, value = self._queue.get()",
+            "self._wanted.release()\n            kind, value = self._queue.get()"),
+        "Your loader waits to be asked"),
     "Prefetcher, an unbounded queue": (
         "test_Prefetcher", _PREFETCHER.replace("queue.Queue(maxsize=depth)", "queue.Queue()"),
         "Your loader runs ahead without bound"),
+    # A last-in first-out queue hands the items out of order once two are queued.
+    "Prefetcher, a LifoQueue": (
+        "test_Prefetcher", _PREFETCHER.replace("queue.Queue(maxsize=depth)",
+                                               "queue.LifoQueue(maxsize=depth)"),
+        "every item of the source, once, in order"),
     "Prefetcher, the loader's exception swallowed": (
         "test_Prefetcher", _PREFETCHER.replace('self._put(("error", error))',
                                                'self._put(("end", None))'),
         "The loader's exception was swallowed"),
-    # Hangs the order scenario: drive_prefetcher gives up on it after 5 * PATIENCE (10 s).
+    # The error is kept aside and raised at the consumer's next call, ahead of queued items.
+    "Prefetcher, the loader's exception raised at once": (
+        "test_Prefetcher", _PREFETCHER.replace(
+            'self._put(("error", error))',
+            'self._error = error\n                self._put(("end", None))'
+        ).replace("kind, value = self._queue.get()",
+                  "if getattr(self, '_error', None) is not None:\n"
+                  "                raise self._error\n"
+                  "            kind, value = self._queue.get()"),
+        "after the items it loaded before it"),
+    "Prefetcher, the loader's exception wrapped": (
+        "test_Prefetcher", _PREFETCHER.replace(
+            "raise value", 'raise RuntimeError("the loader failed") from value'),
+        "Raise the loader's own exception object"),
+    # Hangs the first scenario: drive_prefetcher gives up on it after HANG_SECONDS (5 s).
     "Prefetcher, no end marker": (
         "test_Prefetcher", _PREFETCHER.replace('self._put(("end", None))', "pass"),
         "the end of the source, or the loader's error, must be put in the queue too"),
+    # __next__ closes the prefetcher at the end, then the consumer does: the second close fails.
+    "Prefetcher, close() fails when called twice": (
+        "test_Prefetcher", _PREFETCHER.replace("self._thread.join()",
+                                               "self._thread.join()\n            del self._thread"),
+        "Can close() be called twice"),
     # A plain put that nothing wakes, and a join that gives up on it: the thread is left.
     "Prefetcher, close() gives up on a loader blocked on a full queue": (
         "test_Prefetcher", _PREFETCHER.replace(_PUT, """def _put(self, item):
             self._queue.put(item)
             return True""").replace("self._thread.join()", "self._thread.join(timeout=0.5)"),
-        "After a break the loader is blocked on a full queue: close() must wake it"),
+        "close() must stop the loader thread and wait for it (join) before it returns"),
     # The same put with the stop flag checked between items, and close() joining for good: the
-    # probe lets the loader block on the full queue before it breaks, so close() hangs (10 s).
+    # probe lets the loader block on the full queue before it stops, so close() hangs (5 s).
     "Prefetcher, close() joins a loader blocked on a full queue": (
         "test_Prefetcher", _PREFETCHER.replace(_PUT, """def _put(self, item):
             self._queue.put(item)

@@ -1,102 +1,195 @@
-"""Chapter 09's checks in the kernel (tinyprof.pipecheck): the probe of a prefetcher's contract
-sees what each broken prefetcher skips; the graded task's expected values are the values of a
-real run through the files; the model's schedule gives the model's wall time; the explorer
-redraws."""
+"""Chapter 09's checks (tinyprof.pipecheck, tinyprof.prefetchcheck): the Prefetcher's probe
+keeps every honest prefetcher whole and finds, in each cheat, the promise it breaks, decided on
+the grader's side from plain values, in this process and through the real grader (issue 45);
+the graded task's expected values are the values of a real run through the files; the model's
+schedule gives the model's wall time; the explorer redraws."""
 
 from __future__ import annotations
 
-import queue
+import copy
+import json
+import os
+import pickle
 import threading
+import time
+from pathlib import Path
 
 import pytest
+from chapters import NOTEBOOKS, SOLUTIONS
+from nbformat.v4 import new_code_cell, new_notebook
+from prefetchers import CHEATS, HONEST, solution
+from traitlets.config import Config
 
+from tinyprof import prefetchcheck
 from tinyprof.loading import Device, Prefetcher, predict
 from tinyprof.loading.model import schedule
 from tinyprof.loading.timeline import device_utilization, wall_seconds
-from tinyprof.pipecheck import PipelineTask, drive_prefetcher, expected_values, prepare, remove
+from tinyprof.pipecheck import PipelineTask, expected_values, prepare, remove
+from tinyprof.prefetchcheck import (
+    ERRORS,
+    KEPT,
+    MALFORMED,
+    PROMISES,
+    check_prefetcher,
+    drive_prefetcher,
+    plan,
+)
 from tinyprof.widgets import pipeline_explorer
 
-
-class Bounded:
-    """A student's prefetcher: a queue of ``depth`` and a loader thread; ``variant`` breaks it."""
-
-    def __init__(self, source, depth=2, variant=""):
-        self.source, self.variant = iter(source), variant
-        self.items = queue.Queue(maxsize=0 if variant == "unbounded" else depth)
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._load, daemon=True)
-        self.thread.start()
-
-    def _put(self, item):
-        while not self.stop.is_set():
-            try:
-                self.items.put(item, timeout=0.02)
-                return True
-            except queue.Full:
-                pass
-        return False
-
-    def _load(self):
-        try:
-            for item in self.source:
-                if not self._put(("item", item)):
-                    return
-        except ValueError as error:
-            if self.variant != "swallows":
-                self._put(("error", error))
-                return
-        self._put(("end", None))
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        kind, value = self.items.get()
-        if kind == "item":
-            return value
-        if kind == "error":
-            raise value
-        raise StopIteration
-
-    def close(self):
-        if self.variant != "never stops":
-            self.stop.set()
-            self.thread.join()
+#: The depths and seeds every prefetcher is driven with here (the hidden test draws its own).
+PLANS = [(2, 0), (1, 3), (3, 11), (4, 12)]
 
 
-class Synchronous:
-    def __init__(self, source, depth=2):
-        self.source = iter(source)
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        return next(self.source)
-
-    def close(self):
-        pass
+def prefetcher_of(answer: str) -> type:
+    """The ``Prefetcher`` class an answer cell defines."""
+    namespace = {"__name__": "__main__"}
+    exec(answer, namespace)  # noqa: S102 - the corpus's own code
+    return namespace["Prefetcher"]
 
 
-def variant(name):
-    return lambda source, depth: Bounded(source, depth, name)
+ANSWERS = {"the chapter's solution": solution(), **HONEST}
 
 
-@pytest.mark.parametrize("prefetcher", [Prefetcher, Bounded], ids=["tinyprof", "queue"])
-def test_a_correct_prefetcher_keeps_every_term_of_the_contract(prefetcher):
-    report = drive_prefetcher(prefetcher, depth=2, n=8, seed=3)
-    assert report["got"] == report["expected"] and len(report["got"]) == 8
-    assert report["ahead"] is True and report["most_held"] <= 3
-    assert report["error"] == [True, "ValueError"]
-    assert report["left_running"] == report["left_after_break"] == 0
-    assert report["hung"] == [] and "raised" not in report
+@pytest.mark.parametrize("name", sorted(ANSWERS) + ["tinyprof.loading.Prefetcher"])
+def test_an_honest_prefetcher_keeps_every_promise(name):
+    prefetcher = Prefetcher if name.startswith("tinyprof") else prefetcher_of(ANSWERS[name])
+    for depth, seed in PLANS:
+        verdict = check_prefetcher(drive_prefetcher(prefetcher, depth, seed), depth, seed)
+        assert verdict.kept, f"{name}, depth {depth}, seed {seed}: {verdict}"
 
 
-def test_the_probe_sees_what_each_broken_prefetcher_skips():
-    assert drive_prefetcher(Synchronous)["ahead"] is False
-    assert drive_prefetcher(variant("unbounded"), n=8)["most_held"] == 8
-    assert drive_prefetcher(variant("swallows"))["error"] == [True, None]
-    assert drive_prefetcher(variant("never stops"))["left_after_break"] == 1
+@pytest.mark.parametrize("name", sorted(CHEATS))
+def test_a_cheat_breaks_the_promise_it_attacks(name):
+    answer, promise = CHEATS[name]
+    prefetcher = prefetcher_of(answer)
+    for depth, seed in PLANS:
+        verdict = check_prefetcher(drive_prefetcher(prefetcher, depth, seed), depth, seed)
+        assert verdict.promise == promise, (
+            f"{name}, depth {depth}, seed {seed}: expected the grader to find {promise!r} "
+            f"broken, got {verdict}")
+
+
+def test_the_probe_takes_a_fraction_of_a_second():
+    """Today's drive: 13 scenarios in about 0.2 s (the old probe's 3 took 0.6 s with the
+    chapter's solution and 2.6 s with tinyprof's own Prefetcher, which never pulled the item
+    it waited for)."""
+    for prefetcher in (prefetcher_of(solution()), Prefetcher):
+        started = time.perf_counter()
+        drive_prefetcher(prefetcher, 2, 0)
+        took = time.perf_counter() - started
+        assert took < 1.5, f"one drive took {took:.2f} s, expected about 0.2 s"
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3, 4])
+def test_every_drive_covers_each_exception_each_position_and_each_close(depth):
+    """Whatever the seed: every exception type once, at positions 0, depth and depth + 1
+    among others, consumers of both speeds on them, a long fast run, and close() with the
+    loader blocked, inside a read and just started; the plan is the seed's alone."""
+    plans = [plan(depth, seed) for seed in range(40)]
+    for scenarios in plans:
+        errors = [s for s in scenarios if s.fails_at is not None]
+        assert sorted(s.error for s in errors) == sorted(ERRORS)
+        assert {0, depth, depth + 1} <= {s.fails_at for s in errors}
+        assert {s.consumer for s in errors if s.fails_at > 0} == {"slow", "fast"}
+        assert {s.close_while for s in scenarios if s.stop_after is not None} == \
+            {"blocked", "pulling", "starting"}
+        assert max(s.stop_after or 0 for s in scenarios) >= depth + 4
+        assert any(s.consumer == "slow" and s.items and s.items > 2 * depth + 2
+                   for s in scenarios)
+    assert plan(depth, 7) == plan(depth, 7)
+    assert len({tuple(p) for p in plans}) == len(plans), "seeds that draw the same plan"
+    assert prefetchcheck.first_values(depth, 1, 0, 5) != prefetchcheck.first_values(depth, 2, 0, 5)
+
+
+def test_the_source_offers_the_class_nothing_but_iteration():
+    """What the class is handed: no public attribute, no instance state, no pickle; its
+    class's methods are the iterator protocol; a copy reads the same stream (no second
+    source to observe); the consumer's thread, run again by the class, does nothing."""
+    handed = []
+
+    class Spy:
+        def __init__(self, source, depth):
+            handed.append(source)
+            threading.current_thread()._target()   # the consumer, run again
+
+        def __iter__(self):
+            return self
+
+        def __next__(self):
+            raise StopIteration
+
+        def close(self):
+            pass
+
+    drive_prefetcher(Spy, 2, 0)
+    assert len(handed) == len(plan(2, 0)), "a scenario ran twice"
+    source = handed[0]
+    assert set(dir(source)) - set(dir(object())) == {"__iter__", "__next__", "__slots__",
+                                                      "__module__"}
+    assert not hasattr(source, "__dict__") and type(source).__slots__ == ()
+    assert {name for name in vars(type(source)) if not name.startswith("__")} == set()
+    with pytest.raises(pickle.PicklingError):
+        pickle.dumps(source)
+    first, second = next(copy.copy(source)), next(source)
+    assert first != second, "a copy started a stream of its own"
+
+
+def test_the_verdict_is_decided_from_plain_values():
+    """The report is JSON through and through (what the kernel hands the grader); the grader
+    recomputes the plan from the seed, refuses a report of another plan or of another shape,
+    and never shows a name the kernel chose."""
+    prefetcher = prefetcher_of(solution())
+    report = drive_prefetcher(prefetcher, 2, 5)
+    assert json.loads(json.dumps(report)) == report
+    assert check_prefetcher(json.loads(json.dumps(report)), 2, 5).kept
+    assert check_prefetcher(report, 2, 6).promise == MALFORMED
+    assert check_prefetcher(report, 3, 5).promise == MALFORMED
+    cut = dict(report, scenarios=report["scenarios"][:-1])
+    assert check_prefetcher(cut, 2, 5).promise == MALFORMED, "scenarios dropped unnoticed"
+    for field, value in [("got", "all of them"), ("left_running", 0.0), ("stage", ["x"]),
+                         ("most_held", [1]), ("exception", {"where": "next"})]:
+        forged = json.loads(json.dumps(report))
+        forged["scenarios"][0][field] = value
+        assert check_prefetcher(forged, 2, 5).promise == MALFORMED, field
+    assert check_prefetcher("every promise kept", 2, 5).promise == MALFORMED
+    (long,) = [s.number for s in plan(2, 5) if (s.stop_after or 0) > 100]
+    last_wrong = json.loads(json.dumps(report))
+    last_wrong["scenarios"][long]["got"][-1] += 1
+    assert check_prefetcher(last_wrong, 2, 5).promise == "wrong items", "an item left unchecked"
+    named = json.loads(json.dumps(report))
+    (record,) = [r for r, s in zip(named["scenarios"], plan(2, 5)) if s.error == "KeyError"]
+    record["exception"].update(type="hidden_seed_is_42", original=False, source_type=False)
+    verdict = check_prefetcher(named, 2, 5)
+    assert verdict.promise == "another exception" and "hidden_seed" not in verdict.what
+    assert "an exception of your own class" in verdict.what
+
+
+def test_the_static_review_flags_no_honest_prefetcher():
+    """An honest alternative keeps its points and raises no flag for the instructor (none of
+    the cheats is flagged either: the probe alone must catch them)."""
+    from autograder.intake.review import review
+
+    release = json.loads((NOTEBOOKS / "09_pipeline" / "pipeline.ipynb").read_text("utf-8"))
+    source = json.loads((SOLUTIONS / "09_pipeline" / "pipeline.ipynb").read_text("utf-8"))
+    for name, answer in ANSWERS.items():
+        submitted = copy.deepcopy(release)
+        (cell,) = [c for c in submitted["cells"]
+                   if c["metadata"].get("nbgrader", {}).get("grade_id") == "Prefetcher"]
+        cell["source"] = answer
+        assert review(submitted, release, source) == [], name
+
+
+def test_the_promises_are_the_hints_of_the_test_cell():
+    """Each promise the grader can find broken has its hint in the chapter's test cell."""
+    notebook = json.loads((SOLUTIONS / "09_pipeline" / "pipeline.ipynb").read_text("utf-8"))
+    (cell,) = [c for c in notebook["cells"]
+               if c["metadata"].get("nbgrader", {}).get("grade_id") == "test_Prefetcher"]
+    namespace: dict = {}
+    source = "".join(cell["source"])
+    start = source.index("_PREFETCHER_HINTS = {")
+    exec(source[start:source.index("}", start) + 1], namespace)  # noqa: S102 - a literal
+    assert set(namespace["_PREFETCHER_HINTS"]) == set(PROMISES)
+    assert KEPT in source
 
 
 def test_the_expected_values_are_a_real_run_through_the_files(tmp_path, monkeypatch):
@@ -130,3 +223,85 @@ def test_the_explorer_redraws_the_timeline_and_the_utilization():
     assert explorer.result["prediction"].step_seconds == pytest.approx(
         predict(0.03, 0.02, depth=2, workers=2, steps=8).step_seconds)
     assert "the pace is set by the device" in explorer.text
+
+
+# --- through the grader: the test cell run by the judge, each class in a sandboxed kernel ------
+
+needs_sandbox = pytest.mark.skipif(
+    not Path("/usr/bin/bwrap").exists() and os.environ.get("CI") != "true",
+    reason="bubblewrap is not installed (CI installs it; locally: apt-get install bubblewrap)")
+
+#: What the chapter's set-up cells give the test cell in the kernel.
+SETUP = """import queue
+import threading
+import time
+
+import numpy as np
+
+import tinyprof as tp
+from tinyprof import pipecheck
+from tinyprof.testing import expect, reference_unavailable
+
+drive_prefetcher = pipecheck.drive_prefetcher
+"""
+
+
+def prefetcher_test_cell() -> str:
+    """The chapter's test cell of the Prefetcher, hidden tests included."""
+    notebook = json.loads((SOLUTIONS / "09_pipeline" / "pipeline.ipynb").read_text("utf-8"))
+    for cell in notebook["cells"]:
+        if cell["metadata"].get("nbgrader", {}).get("grade_id") == "test_Prefetcher":
+            return "".join(cell["source"])
+    raise LookupError("no test_Prefetcher cell")
+
+
+def graded(answers: dict[str, str], folder: Path) -> dict[str, dict]:
+    """Each answer, then the chapter's test cell, in one notebook graded by the grader's
+    Execute (the instructor's notebook gives the judge its imports); the grader's record of
+    each test cell, by answer."""
+    from autograder.run.execute import GraderExecute
+
+    cells = [new_code_cell(SETUP)]
+    for number, answer in enumerate(answers.values()):
+        test = new_code_cell(prefetcher_test_cell())
+        test.metadata["nbgrader"] = {"grade": True, "solution": False, "locked": True,
+                                     "grade_id": f"test_Prefetcher_{number}", "points": 4,
+                                     "schema_version": 3}
+        cells += [new_code_cell(answer), test]
+    notebook = new_notebook(cells=cells)
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                       "language": "python"}
+    GraderExecute(config=Config(), timeout=120, instructor_root=str(SOLUTIONS)).preprocess(
+        notebook, {"metadata": {"path": str(folder)},
+                   "nbgrader": {"assignment": "09_pipeline", "notebook": "pipeline"}})
+    return {name: notebook.cells[2 + 2 * number].metadata["tinyprof"]
+            for number, name in enumerate(answers)}
+
+
+@pytest.fixture(scope="module")
+def honest_grades(tmp_path_factory) -> dict[str, dict]:
+    return graded(ANSWERS, tmp_path_factory.mktemp("honest"))
+
+
+@pytest.fixture(scope="module")
+def cheat_grades(tmp_path_factory) -> dict[str, dict]:
+    return graded({name: answer for name, (answer, _) in CHEATS.items()},
+                  tmp_path_factory.mktemp("cheats"))
+
+
+@needs_sandbox
+@pytest.mark.parametrize("name", sorted(ANSWERS))
+def test_the_grader_gives_an_honest_prefetcher_full_marks(name, honest_grades):
+    record = honest_grades[name]
+    assert record["verdict"]["passed"], (name, record)
+
+
+@needs_sandbox
+@pytest.mark.parametrize("name", sorted(CHEATS))
+def test_the_grader_gives_a_cheat_nothing(name, cheat_grades):
+    record = cheat_grades[name]
+    verdict = record["verdict"]
+    assert not verdict["passed"], (name, record)
+    promise = CHEATS[name][1]
+    assert f"got {promise!r}" in verdict["message"] or f'got "{promise}"' in verdict["message"], (
+        f"{name}: expected the grader to name {promise!r}: {verdict['message']}")

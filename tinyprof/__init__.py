@@ -82,14 +82,14 @@ _EAGER_SUBMODULES = ("flops", "memory", "models", "nn", "ops", "optim", "scaling
                      "timing", "variants")
 
 #: The grading machinery: the modules that carry the grader's requests in the student's kernel
-#: (``testing``'s switch, ``remote``'s answers, ``wire``'s format, ``pipecheck``'s probe of a
-#: student's prefetcher and its graded input loop). tinyprof.testing never
+#: (``testing``'s switch, ``remote``'s answers, ``wire``'s format, ``pipecheck``'s graded input
+#: loop and ``prefetchcheck``'s probe of a student's prefetcher). tinyprof.testing never
 #: switches them off nor counts them as tinyprof's own code. The roll is here, beside the
 #: other rolls of the package's modules, rather than in testing (which would name a module
 #: that imports it) or in a flag each module sets on itself (which testing could read only by
 #: importing them, and which notebook code could set on any module); testing copies it into
 #: its sealed namespace when it is imported, before the student's code runs.
-_GRADING_MACHINERY = frozenset({"testing", "remote", "wire", "pipecheck"})
+_GRADING_MACHINERY = frozenset({"testing", "remote", "wire", "pipecheck", "prefetchcheck"})
 
 
 def _install_moved_names() -> None:

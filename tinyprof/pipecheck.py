@@ -39,6 +39,9 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+# The Prefetcher's probe (§9.5) lives in its own module; the chapter reaches it from here.
+from .prefetchcheck import PATIENCE, check_prefetcher, drive_prefetcher
+
 #: The graded task's defaults: 24 batches of 16 files, 1 ms to each file's first byte, 40 ms of
 #: device time per step. Loading a batch one file at a time takes ≈ 17 ms, so the loop as given
 #: keeps the device busy ≈ 40 / 57 ≈ 70 % of the time; overlapping loading with compute, or
@@ -270,144 +273,6 @@ def remove(task: PipelineTask) -> None:
 
 
 __all__ = ["AT_LEAST", "BATCH", "FOLDER", "KERNEL_SECONDS", "LATENCY", "STEPS", "BusyCheck",
-           "ImpossiblyFast", "PATIENCE", "PipelineTask", "drive_prefetcher", "expect_busy_device",
-           "expected_values", "first_wrong_step", "prepare", "remove", "step_value",
-           "task_arrays", "verdict"]
-
-
-# -- the Prefetcher's contract, observed in the kernel -----------------------------------------
-
-class _Probe:
-    """An instrumented source of ``n`` items (or endless with ``n`` None): records when each
-    pull starts and ends, and raises ``ValueError`` at item ``fail_at``."""
-
-    def __init__(self, n: int | None, fail_at: int | None = None, seed: int = 0):
-        import threading
-
-        self.n, self.fail_at = n, fail_at
-        self.values = np.random.default_rng(seed).integers(0, 1 << 30, size=(n or 4096)).tolist()
-        self.lock = threading.Lock()
-        self.started: dict[int, Any] = {}
-        self.pulled = self.handed = self.most_held = 0
-        self.next_index = 0
-
-    def started_event(self, index: int):
-        import threading
-
-        with self.lock:
-            return self.started.setdefault(index, threading.Event())
-
-    def __iter__(self) -> "_Probe":
-        return self
-
-    def __next__(self) -> int:
-        index = self.next_index
-        self.next_index += 1
-        self.started_event(index).set()
-        if self.n is not None and index >= self.n:
-            raise StopIteration
-        if index == self.fail_at:
-            raise ValueError(f"item {index} cannot be read")
-        with self.lock:
-            self.pulled += 1
-            self.most_held = max(self.most_held, self.pulled - self.handed)
-        return self.values[index % len(self.values)]
-
-    def took(self) -> None:
-        with self.lock:
-            self.handed += 1
-
-
-#: Seconds the probe gives a prefetcher to show each behaviour before it calls it absent.
-PATIENCE = 2.0
-
-
-def drive_prefetcher(prefetcher: Callable, depth: int = 2, n: int = 8,
-                     seed: int = 0) -> dict[str, Any]:
-    """Drive a prefetcher class (``prefetcher(source, depth)``: an iterator with ``close()``)
-    through the contract's scenarios on instrumented sources, in this process, and report what
-    was seen as plain values (the grader decides): ``expected`` and ``got`` (the items),
-    ``ahead`` (item 1's pull started while the consumer still held item 0), ``most_held``
-    (pulled − handed out, at most, while the consumer held item 0 long enough for an unbounded
-    loader to run on), ``error`` (what the consumer got from a source failing at item 3: the
-    items before it and the exception's type), ``left_running`` after ``close()`` at the end
-    and after an early stop (a ``break`` after 2 items of an endless source, then ``close()``),
-    and ``hung`` (a scenario that did not finish in time)."""
-    import threading
-
-    report: dict[str, Any] = {"hung": []}
-
-    def timed(name: str, scenario: Callable[[], None]) -> None:
-        box: list[BaseException] = []
-
-        def run() -> None:
-            try:
-                scenario()
-            except BaseException as error:   # noqa: BLE001 - reported, not raised here
-                box.append(error)
-
-        thread = threading.Thread(target=run, name=f"probe {name}", daemon=True)
-        thread.start()
-        thread.join(5 * PATIENCE)
-        if thread.is_alive():
-            report["hung"].append(name)
-        elif box:
-            report.setdefault("raised", {})[name] = type(box[0]).__name__
-
-    def extra_threads(before: set) -> int:
-        deadline = time.monotonic() + PATIENCE
-        while True:
-            alive = [t for t in threading.enumerate()
-                     if t.ident not in before and not t.name.startswith("probe ")]
-            if not alive or time.monotonic() > deadline:
-                return len(alive)
-            time.sleep(0.01)
-
-    def order_and_bound() -> None:
-        source = _Probe(n, seed=seed)
-        before = {t.ident for t in threading.enumerate()}
-        loader = prefetcher(source, depth)
-        got = []
-        for item in loader:
-            source.took()
-            got.append(item)
-            if len(got) == 1:
-                report["ahead"] = source.started_event(1).wait(PATIENCE)
-                source.started_event(depth + 2).wait(PATIENCE / 4)
-                report["most_held"] = source.most_held
-        report["expected"], report["got"] = source.values[:n], got
-        loader.close()
-        report["left_running"] = extra_threads(before)
-
-    def failing() -> None:
-        source = _Probe(n, fail_at=3, seed=seed + 1)
-        loader = prefetcher(source, depth)
-        got = []
-        try:
-            for item in loader:
-                got.append(item)
-            report["error"] = [got == source.values[:3], None]
-        except Exception as error:   # noqa: BLE001 - which type reached the consumer
-            report["error"] = [got == source.values[:3], type(error).__name__]
-        finally:
-            loader.close()
-
-    def early_stop() -> None:
-        source = _Probe(None, seed=seed + 2)
-        before = {t.ident for t in threading.enumerate()}
-        loader = prefetcher(source, depth)
-        for count, _ in enumerate(loader, 1):
-            if count == 2:
-                # Let the loader fill the queue and block on it before the consumer stops: a
-                # close() that cannot wake a blocked loader is then seen (it hangs, or the
-                # thread is left).
-                source.started_event(count + depth).wait(PATIENCE)
-                time.sleep(0.05)
-                break
-        loader.close()
-        report["left_after_break"] = extra_threads(before)
-
-    timed("order", order_and_bound)
-    timed("error", failing)
-    timed("early stop", early_stop)
-    return report
+           "ImpossiblyFast", "PATIENCE", "PipelineTask", "check_prefetcher", "drive_prefetcher",
+           "expect_busy_device", "expected_values", "first_wrong_step", "prepare", "remove",
+           "step_value", "task_arrays", "verdict"]
