@@ -1,0 +1,170 @@
+"""Red team of ``expect_busy_device`` (chapter 09's ``train_fast``), graded for real.
+
+Each entry of tests/redteam_busy_device.py is put in the ``train_fast`` answer cell of a
+notebook made of the chapter's set-up cells, that answer and the chapter's own test cell
+(``test_train_fast``, hidden tests included, read from the solution notebook), and run by the
+grader's Execute preprocessor: the kernel in the bubblewrap sandbox, the test cell decided by the
+judge with the chapter's imports. A cheat must lose the cell's points; an honest fix must keep
+them. Each cheat runs in a kernel of its own (a cheat that patches a class or leaves a thread
+would otherwise decide its neighbour's grade); the honest fixes share one kernel.
+
+:func:`grade_answers` is shared with tests/test_redteam_prefetcher.py.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from pathlib import Path
+
+import nbformat
+import pytest
+import redteam_busy_device as corpus
+from chapters import SOLUTIONS
+from traitlets.config import Config
+
+from autograder.intake.review import review
+from autograder.run.execute import GraderExecute
+
+pytestmark = pytest.mark.skipif(
+    not Path("/usr/bin/bwrap").exists() and os.environ.get("CI") != "true",
+    reason="bubblewrap is not installed (CI installs it; locally: apt-get install bubblewrap)")
+
+CHAPTER, NOTEBOOK = "09_pipeline", "pipeline"
+
+
+def instructor() -> dict:
+    return json.loads((SOLUTIONS / CHAPTER / f"{NOTEBOOK}.ipynb").read_text(encoding="utf-8"))
+
+
+def _grade_id(cell: dict) -> str | None:
+    return (cell.get("metadata", {}).get("nbgrader") or {}).get("grade_id")
+
+
+def setup_cells(source: dict) -> list[dict]:
+    """The chapter's set-up: its code cells before the first section (imports, constants,
+    ``drive_prefetcher``), as the student's notebook has them."""
+    cells = []
+    for cell in source["cells"]:
+        if cell["cell_type"] == "markdown" and "".join(cell["source"]).startswith("## "):
+            break
+        if cell["cell_type"] == "code":
+            cells.append(cell)
+    return cells
+
+
+def chapter_cell(source: dict, grade_id: str) -> dict:
+    """The cell of the solution notebook with this grade id (a test cell keeps its hidden
+    tests: the grader runs the instructor's version)."""
+    for cell in source["cells"]:
+        if _grade_id(cell) == grade_id:
+            return cell
+    raise LookupError(f"{CHAPTER}/{NOTEBOOK}.ipynb has no cell {grade_id!r}")
+
+
+def solution(grade_id: str) -> str:
+    """The instructor's answer, its solution markers dropped."""
+    lines = "".join(chapter_cell(instructor(), grade_id)["source"]).splitlines()
+    return "\n".join(line for line in lines if "### " not in line) + "\n"
+
+
+def grade_answers(answer_id: str, test_id: str, answers: list[str], folder: Path,
+                  timeout: int = 300) -> list[dict]:
+    """Grade each of ``answers`` in the ``answer_id`` cell, each followed by the chapter's
+    ``test_id`` cell, in one kernel: the grader's record of each test cell, in order."""
+    source = instructor()
+    answer, test = chapter_cell(source, answer_id), chapter_cell(source, test_id)
+    cells = [nbformat.from_dict(copy.deepcopy(c)) for c in setup_cells(source)]
+    for code in answers:
+        mine = nbformat.from_dict(copy.deepcopy(answer))
+        mine.source = code
+        mine.outputs = []
+        cells += [mine, nbformat.from_dict(copy.deepcopy(test))]
+    for cell in cells:
+        cell.outputs, cell.execution_count = [], None
+        if isinstance(cell.source, list):
+            cell.source = "".join(cell.source)
+    nb = nbformat.v4.new_notebook(cells=cells)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    executor = GraderExecute(config=Config(), timeout=timeout,
+                             instructor_root=str(SOLUTIONS))
+    executor.preprocess(nb, {"metadata": {"path": str(folder)},
+                             "nbgrader": {"assignment": CHAPTER, "notebook": NOTEBOOK}})
+    return [{**cell.metadata.get("tinyprof", {}),
+             "outputs": [nbformat.from_dict(o) for o in cell.get("outputs", [])]}
+            for cell in nb.cells if _grade_id(cell) == test_id]
+
+
+def flags(answer_id: str, code: str) -> list[str]:
+    """What the grader's static review says of ``code`` in the ``answer_id`` cell of a
+    submitted notebook (the rest as released)."""
+    from autograder.samples import release
+
+    released = release(CHAPTER, f"{NOTEBOOK}.ipynb")
+    submitted = copy.deepcopy(released)
+    for cell in submitted["cells"]:
+        if _grade_id(cell) == answer_id:
+            cell["source"] = code
+    return [str(finding) for finding in review(submitted, released, instructor())]
+
+
+def describe(record: dict) -> str:
+    """The verdict and what the test printed, for a failure message."""
+    verdict = record.get("verdict", {})
+    printed = "".join(o.get("text", "") for o in record.get("outputs", []))
+    return (f"passed={verdict.get('passed')} {verdict.get('ename', '')}: "
+            f"{verdict.get('message', '')!s:.600} | printed: {printed[-600:]} | "
+            f"review: {record.get('review', [])}")
+
+
+#: A failure of these kinds is the cheat's own code failing, not the check stopping it.
+BROKEN = frozenset({"SyntaxError", "IndentationError", "NameError", "ImportError",
+                    "ModuleNotFoundError", "UnboundLocalError"})
+#: Cheats the rebuilt check does not stop yet: name → what it misses (filled in from the runs
+#: against the builder's branch).
+GAPS: dict[str, str] = {}
+#: Honest fixes that lose the points: name → why.
+HONEST_LOSSES: dict[str, str] = {
+    "process_workers": "tinyprof's Workers(kind='process') made inside train_fast spawns its "
+                       "interpreters in the timed call (measured ≈1.5 s before the first batch, "
+                       "against a loop of ≈1 s): the device is busy ≈37 % of the wall",
+}
+
+
+def with_gaps(names: dict, gaps: dict) -> list:
+    return [pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=gaps[name]))
+            if name in gaps else name for name in sorted(names)]
+
+
+@pytest.mark.parametrize("cheat", with_gaps(corpus.CHEATS, GAPS))
+def test_a_cheat_loses_the_busy_device_points(cheat, tmp_path):
+    [record] = grade_answers("train_fast", "test_train_fast", [corpus.CHEATS[cheat]], tmp_path)
+    verdict = record.get("verdict", {})
+    assert verdict.get("ename") not in BROKEN, f"{cheat} itself is broken: {describe(record)}"
+    assert verdict.get("passed") is False, (
+        f"{cheat} kept the points of test_train_fast: {describe(record)}; static review: "
+        f"{flags('train_fast', corpus.CHEATS[cheat])}")
+
+
+@pytest.fixture(scope="module")
+def honest_records(tmp_path_factory) -> dict[str, dict]:
+    """Every honest fix and the chapter's solution, graded in one kernel."""
+    answers = {"the chapter's solution": solution("train_fast"), **corpus.HONEST}
+    records = grade_answers("train_fast", "test_train_fast", list(answers.values()),
+                            tmp_path_factory.mktemp("busy_honest"), timeout=600)
+    return dict(zip(answers, records))
+
+
+@pytest.mark.parametrize("name", with_gaps({"the chapter's solution": "", **corpus.HONEST},
+                                         HONEST_LOSSES))
+def test_an_honest_fix_keeps_the_busy_device_points(name, honest_records):
+    record = honest_records[name]
+    assert record.get("verdict", {}).get("passed") is True, (
+        f"the honest {name} lost the points of test_train_fast: {describe(record)}")
+
+
+@pytest.mark.parametrize("name", sorted(corpus.HONEST))
+def test_an_honest_fix_is_not_flagged(name):
+    assert flags("train_fast", corpus.HONEST[name]) == [], name

@@ -1,0 +1,61 @@
+"""Red team of chapter 09's Prefetcher exercise, graded for real.
+
+Each entry of tests/redteam_prefetcher.py is put in the ``Prefetcher`` answer cell of a notebook
+made of the chapter's set-up cells, that answer and the chapter's own test cell
+(``test_Prefetcher``, hidden tests included), and run by the grader (the kernel in the bubblewrap
+sandbox, the test decided by the judge: test_redteam_busy_device.grade_answers). A cheat must
+lose the cell's points; the chapter's solution and every honest alternative must keep them. Each
+cheat runs in a kernel of its own (a loader it leaves behind would otherwise count against its
+neighbour); the honest ones share one kernel.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import redteam_prefetcher as corpus
+from test_redteam_busy_device import BROKEN, describe, flags, grade_answers, solution, with_gaps
+
+pytestmark = pytest.mark.skipif(
+    not Path("/usr/bin/bwrap").exists() and os.environ.get("CI") != "true",
+    reason="bubblewrap is not installed (CI installs it; locally: apt-get install bubblewrap)")
+
+#: Cheats the rebuilt probe does not stop yet: name → what it misses (from the runs against the
+#: builder's branch).
+GAPS: dict[str, str] = {}
+#: Honest prefetchers that lose the points: name → why.
+HONEST_LOSSES: dict[str, str] = {}
+
+
+@pytest.mark.parametrize("cheat", with_gaps(corpus.CHEATS, GAPS))
+def test_a_cheat_loses_the_prefetcher_points(cheat, tmp_path):
+    [record] = grade_answers("Prefetcher", "test_Prefetcher", [corpus.CHEATS[cheat]], tmp_path)
+    verdict = record.get("verdict", {})
+    assert verdict.get("ename") not in BROKEN, f"{cheat} itself is broken: {describe(record)}"
+    assert verdict.get("passed") is False, (
+        f"{cheat} kept the points of test_Prefetcher: {describe(record)}; static review: "
+        f"{flags('Prefetcher', corpus.CHEATS[cheat])}")
+
+
+@pytest.fixture(scope="module")
+def honest_records(tmp_path_factory) -> dict[str, dict]:
+    """The chapter's solution and every honest prefetcher, graded in one kernel."""
+    answers = {"the chapter's solution": solution("Prefetcher"), **corpus.HONEST}
+    records = grade_answers("Prefetcher", "test_Prefetcher", list(answers.values()),
+                            tmp_path_factory.mktemp("prefetch_honest"), timeout=600)
+    return dict(zip(answers, records))
+
+
+@pytest.mark.parametrize("name", with_gaps({"the chapter's solution": "", **corpus.HONEST},
+                                         HONEST_LOSSES))
+def test_an_honest_prefetcher_keeps_its_points(name, honest_records):
+    record = honest_records[name]
+    assert record.get("verdict", {}).get("passed") is True, (
+        f"the honest {name} lost the points of test_Prefetcher: {describe(record)}")
+
+
+@pytest.mark.parametrize("name", sorted(corpus.HONEST))
+def test_an_honest_prefetcher_is_not_flagged(name):
+    assert flags("Prefetcher", corpus.HONEST[name]) == [], name
