@@ -28,7 +28,7 @@ tries:
   own thread): ``lookahead_in_the_consumer``;
 - *what the probe counts as a thread of its own* (its scenarios' thread names, the list
   ``threading.enumerate`` reads): ``loader_named_like_the_probe``, ``loader_hidden_from_enumerate``;
-- *known settings* (the depths 2 and 3, the item counts 8 and 11 of the test cell):
+- *known settings* (small depths, the item counts 8 and 11 of the old test cell):
   ``bound_only_at_the_tested_depths``, ``in_order_only_for_the_first_items``;
 - *the grader's environment* (a source told apart by its class):
   ``correct_only_for_the_probes_source``;
@@ -345,9 +345,9 @@ class Prefetcher:
         close="        self._stop.set()"),
 
     "bound_only_at_the_tested_depths": _shaped(
-        "Known settings: the queue is bounded at the depths the test cell uses (2 and 3) and "
-        "unbounded at any other.",
-        maxsize="depth if depth in (1, 2, 3) else 0"),
+        "Known settings: the queue is bounded at the depths a test drives (1 to 4, the test "
+        "cell's depth 2 and the few beside it) and unbounded at any deeper one.",
+        maxsize="depth if depth <= 4 else 0"),
 
     "in_order_only_for_the_first_items": _shaped(
         "Known settings: after 16 items the loader queues items in pairs, the second first, "

@@ -142,6 +142,7 @@ def with_gaps(names: dict, gaps: dict) -> list:
 def test_a_cheat_loses_the_busy_device_points(cheat, tmp_path):
     [record] = grade_answers("train_fast", "test_train_fast", [corpus.CHEATS[cheat]], tmp_path)
     verdict = record.get("verdict", {})
+    print(f"\n[red team] {cheat}: {describe(record)}")
     assert verdict.get("ename") not in BROKEN, f"{cheat} itself is broken: {describe(record)}"
     assert verdict.get("passed") is False, (
         f"{cheat} kept the points of test_train_fast: {describe(record)}; static review: "
@@ -161,6 +162,7 @@ def honest_records(tmp_path_factory) -> dict[str, dict]:
                                          HONEST_LOSSES))
 def test_an_honest_fix_keeps_the_busy_device_points(name, honest_records):
     record = honest_records[name]
+    print(f"\n[red team] honest {name}: {describe(record)}")
     assert record.get("verdict", {}).get("passed") is True, (
         f"the honest {name} lost the points of test_train_fast: {describe(record)}")
 

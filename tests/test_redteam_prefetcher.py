@@ -24,7 +24,25 @@ pytestmark = pytest.mark.skipif(
 
 #: Cheats the rebuilt probe does not stop yet: name → what it misses (from the runs against the
 #: builder's branch).
-GAPS: dict[str, str] = {}
+GAPS: dict[str, str] = {
+    "probe_reached_through_inspect":
+        "the probe's record of a scenario (its _Watch) is reachable from the source it hands "
+        "the class: inspect.getclosurevars(type(source).__next__) gives pull, and pull's gives "
+        "watch; a class without a thread marks each next item as begun and wipes in_consumer, "
+        "late and loaders in close(); the static review does not flag inspect.getclosurevars",
+    "report_forged_by_a_rebound_probe":
+        "the report the grader judges is made in the kernel by whatever the kernel's name "
+        "drive_prefetcher holds; a match statement's capture pattern (case drive_prefetcher:) "
+        "rebinds it without a flag (the review's bindings miss ast.MatchAs), and the plan and "
+        "the items are public functions of (depth, seed), so a forged report keeps every promise",
+    "correct_only_for_the_probes_source":
+        "the probe's source can be told apart from a real one (a class named batches with "
+        "__slots__ = (), as tinyprof's public source shows): a class bounded only for it reads "
+        "any other source whole",
+    "bound_only_at_the_tested_depths":
+        "the hidden test draws depth from 1 to 4 only (1 + seed % 4): a queue unbounded above "
+        "depth 4 is never seen",
+}
 #: Honest prefetchers that lose the points: name → why.
 HONEST_LOSSES: dict[str, str] = {}
 
@@ -33,6 +51,7 @@ HONEST_LOSSES: dict[str, str] = {}
 def test_a_cheat_loses_the_prefetcher_points(cheat, tmp_path):
     [record] = grade_answers("Prefetcher", "test_Prefetcher", [corpus.CHEATS[cheat]], tmp_path)
     verdict = record.get("verdict", {})
+    print(f"\n[red team] {cheat}: {describe(record)}")
     assert verdict.get("ename") not in BROKEN, f"{cheat} itself is broken: {describe(record)}"
     assert verdict.get("passed") is False, (
         f"{cheat} kept the points of test_Prefetcher: {describe(record)}; static review: "
@@ -52,6 +71,7 @@ def honest_records(tmp_path_factory) -> dict[str, dict]:
                                          HONEST_LOSSES))
 def test_an_honest_prefetcher_keeps_its_points(name, honest_records):
     record = honest_records[name]
+    print(f"\n[red team] honest {name}: {describe(record)}")
     assert record.get("verdict", {}).get("passed") is True, (
         f"the honest {name} lost the points of test_Prefetcher: {describe(record)}")
 
