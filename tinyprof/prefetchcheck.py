@@ -299,7 +299,8 @@ class _Watch:
         return {"number": self.scenario.number, "hung": False, "got": list(self.got),
                 "ending": self.ending, "exception": self.exception,
                 "in_consumer": self.in_consumer[:8], "late": self.late[:8],
-                "most_held": self.most_held, "most_held_asking": self.most_held_asking,
+                "most_held": list(self.most_held),
+                "most_held_asking": list(self.most_held_asking),
                 "left_running": self.left_running, "others_left": self.others_left,
                 "ended_after": self.ended_after,
                 "loaders": len(self.loaders), "stage": list(self.stage)}
@@ -416,9 +417,11 @@ def _consume(prefetcher: Callable, source: Any, watch: _Watch,
 
 
 def _take(loader: Any, watch: _Watch, patience: _Patience) -> None:
-    """Take the scenario's items from ``loader``, a slow consumer waiting for the next item's
-    loading to begin before it asks; records the items, the end and late loads."""
+    """Take the scenario's items from ``loader`` as a ``for`` loop does (``iter`` once, then
+    ``next``), a slow consumer waiting for the next item's loading to begin before it asks;
+    records the items, the end and late loads."""
     scenario = watch.scenario
+    items = iter(loader)
     slow = scenario.consumer == "slow"
     rng = random.Random(f"holds {scenario.number}")
     last = scenario.received
@@ -434,7 +437,7 @@ def _take(loader: Any, watch: _Watch, patience: _Patience) -> None:
         if slow and k >= 1 and exists and not watch.has_started(k):
             watch.late.append(k)
         try:
-            item = next(loader)
+            item = next(items)
         except StopIteration:
             with watch.lock:
                 watch.asking = False
