@@ -23,8 +23,9 @@ A request (a tuple) is one of
   ``target.method(...)`` when ``method`` is a name; ``copy_back`` lists the positions and keyword
   names of arguments (lists, dicts, arrays) whose state after the call the grader wants back,
   so a test can check that the caller's data was left alone;
-- ``("switch", extra)`` / ``("unswitch",)``: enter / leave ``reference_unavailable(*extra)``
-  around the calls in between, exactly as the test's ``with`` block does in a notebook; while
+- ``("switch", extra[, keep])`` / ``("unswitch",)``: enter / leave
+  ``reference_unavailable(*extra)`` around the calls in between, exactly as the test's ``with``
+  block does in a notebook (``keep``: packages left on, a pipeline test's chapter tools); while
   it is open, each ``call`` runs under its profile hook (``tinyprof.testing.switch.Watch``), which
   refuses any run of a switched-off implementation however it was reached, and which a
   ``time`` request never pays for;
@@ -179,7 +180,8 @@ def _carry_out(request: tuple, namespace: dict) -> dict:
 
         _close_switches()   # one left open by a test that was interrupted
 
-        switch = Switch(tuple(request[1]), namespace)   # hook off: on around each "call"
+        keep = tuple(request[2]) if len(request) > 2 else ()   # packages left on
+        switch = Switch(tuple(request[1]), namespace, keep=keep)   # hook: on around each "call"
         switch.__enter__()
         _switch.append(switch)
         return {"value": None}

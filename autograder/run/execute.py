@@ -324,10 +324,12 @@ class GraderExecute(Execute):
                       "deadline": time.monotonic() + self.timeout * self._scale,
                       "clean_wall": self._speed.reference.wall_spent}
         from .memory_check import LeakBench
+        from .pipeline_check import PipelineBench
 
         verdict = Judge(self._ask_kernel, fatal=(KernelLost, SlowCell), speed=self._speed,
                         quick=self._ask_quick,
-                        memory=LeakBench(self.km.memory_bytes, self.km.memory_method)).run(
+                        memory=LeakBench(self.km.memory_bytes, self.km.memory_method),
+                        pipeline=PipelineBench(Path(self.km.connection_file).parent)).run(
             source(cell), self._prelude(), label=cell.metadata.nbgrader.grade_id)
         cell.outputs = verdict_outputs(verdict)
         self._record(cell, cpu_s=round(self._test["cpu"], 3), verdict=verdict.record(),

@@ -148,9 +148,11 @@ class Judge:
 
     def __init__(self, send: Callable[[str, bool], str | None],
                  fatal: tuple[type[BaseException], ...] = (), speed: Any = None,
-                 quick: Callable[[str, bool], str | None] | None = None, memory: Any = None):
+                 quick: Callable[[str, bool], str | None] | None = None, memory: Any = None,
+                 pipeline: Any = None):
         self.send, self.fatal, self.speed, self.quick = send, fatal, speed, quick
         self.memory = memory   # memory_check.LeakBench: expect_leak_free's readings
+        self.pipeline = pipeline   # pipeline_check.PipelineBench: expect_busy_device's device
         self.broken = False   # a fatal error ended the conversation: send nothing more
         self._routes: dict[str, str] | None = None
         self._extras: set[str] = set()
@@ -250,14 +252,16 @@ class Judge:
                                "autograder grade")
         return self.memory.measure(self, loop, **settings)
 
-    def measure_pipeline(self, loop: Any, task: Any) -> tuple[Any, float]:
-        """``expect_busy_device``'s run, timed by the grader (run/pipeline_check.py)."""
-        from .pipeline_check import measure
-
+    def measure_pipeline(self, loop: Any, task: Any) -> tuple[Any, Any]:
+        """``expect_busy_device``'s run on the grader's storage and device
+        (run/pipeline_check.py): the values, and the device's BusyCheck."""
+        if self.pipeline is None:
+            raise RuntimeError("this grader serves no storage and device to the kernel: grade "
+                               "with python -m autograder grade")
         if type(loop) is not Kernel:
             raise TypeError("expect_busy_device runs a function of the student's notebook: pass it "
                             f"by its name, got {type(loop).__name__}")
-        return measure(self, loop, task)
+        return self.pipeline.measure(self, loop, task)
 
     def _route(self, claimed: Any) -> tuple[str, str] | None:
         """The route a ReferenceUnavailable named, if it is one the switch really turns off
@@ -275,10 +279,12 @@ class Judge:
         return (name, self._routes[name]) if name in self._routes else None
 
     @contextlib.contextmanager
-    def switch(self, extra: tuple[str, ...]) -> Iterator[None]:
-        """``reference_unavailable(*extra)`` opened in the kernel for the calls in the block."""
+    def switch(self, extra: tuple[str, ...], keep: tuple[str, ...] = ()) -> Iterator[None]:
+        """``reference_unavailable(*extra)`` opened in the kernel for the calls in the block
+        (``keep``: packages of tinyprof left on)."""
         self._extras.update(extra)
-        self._ask((wire.SWITCH, tuple(extra)), "reference_unavailable")
+        self._ask((wire.SWITCH, tuple(extra)) + ((tuple(keep),) if keep else ()),
+                  "reference_unavailable")
         try:
             yield
         except BaseException:

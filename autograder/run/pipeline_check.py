@@ -2,45 +2,304 @@
 ``expect_busy_device``.
 
 ``tinyprof.pipecheck.expect_busy_device(loop)`` asks whether the student's fixed input loop
-gives every step's right value, in order, and keeps the device busy. The work is made of waits
-(each file's first-byte latency, each device step's kernel time: sleeps), so CPU load on the
-grading machine barely moves it. Inside the kernel the clock and the sleeps can be patched;
-here:
+gives every step's right value, in order, and keeps the device busy. Whatever the kernel
+reports about that (a clock, a sleep, a storage's read, a device's step) it can change: a loop
+that computed the values itself and slept to the floor, that ran steps side by side in threads,
+or whose storage skipped its latency kept full marks when the kernel held the data, the device
+and the clock. Here the grader holds all three. For each graded call, :class:`ServedPipeline`
+(threads of this grading worker) listens on a Unix socket in the one folder the sandbox shares
+with its grader (the kernel's ZeroMQ socket folder, autograder/kernel/isolation.py), reachable
+from the kernel and from the processes it starts, and nowhere else:
 
-- **Fresh work.** The task's data set is written in the kernel for a seed drawn at every grading
-  (one request, before the timed one): nothing read or cached by earlier cells helps, and the
-  expected values are computed here from the seed.
-- **Timed from outside.** The loop runs as one call (one request); its wall time is the
-  request's round trip on the grader's clock, which the kernel cannot change. The round trip
-  only adds (the request, the answer), so the utilization steps × kernel time / wall is never
-  flattered.
-- **The physical floor.** However the loop overlaps its work (prefetching, workers, batched
-  reads), the device runs its steps one at a time: wall ≥ steps × kernel time + the first
-  read's latency. A wall below it means the waits were skipped or the clock changed: the test
-  scores 0 and says so to the instructor (``tinyprof.pipecheck.ImpossiblyFast``).
-- **Outputs in full.** Every step's value is checked (tinyprof.pipecheck.verdict), so a loop
-  that drops, skips or reorders batches, or hands the device empty ones, gains nothing.
+- **The data exist only behind the grader's storage.** The data set is drawn here from a seed
+  the kernel never gets (its own digits and pixel noise) and served as PNG bytes: a listing,
+  then each request's bytes after its latency, slept here (``tinyprof.pipecheck.ServedStorage``
+  is the kernel's end). A loop can overlap requests (threads, worker processes, batched reads)
+  but not skip them: there is no other copy of the pixels.
+- **Each step's value needs the grader's device.** The value projects the batch on weights
+  drawn from another seed the kernel never gets; the loop's returned values are checked against
+  the ones the device handed out, in step order.
+- **The device runs one step at a time, in order, on the batch its storage served.** A step
+  that arrives while another holds, out of turn, beyond the last step, with a batch that is not
+  exactly that step's (its files as served, decoded and augmented) or before those files were
+  served, is refused, and the test scores 0 with the grader's own sentence.
+- **Utilization is the device's own record**: the seconds it held steps over the grader's wall,
+  from the first read request to the end of the last step. What happens before the first read
+  (starting worker processes, importing) is not the pipeline and is not charged: a loop has no
+  data before it reads. Of the device's idle time, only the hand-off of a batch whose files had
+  all been served is not charged, up to ``tinyprof.pipecheck.HANDOFF_SECONDS`` a step (thread
+  wake-ups in the kernel and here, across two processes, which a busy machine slows); waiting
+  for the storage always is, and so is any longer idle time (a loop that loads everything
+  before its first step waits that long with its first batch ready).
+- **tinyprof switched off except the chapter's tools.** The call runs inside the judge's switch
+  (``reference_unavailable``, as a leak test's does), with ``tinyprof.loading`` left on: the
+  Device, Prefetcher, Workers and ImageFolder are what the chapter teaches the loop to use.
 
-*Not covered*: a loop that reads the files around the task's storage (skipping its latency,
-inside the kernel) looks like one that prefetches; the floor still holds it to the device's
-time. The instructors' page says so.
+*Not covered*: how the loop overlaps its requests is its own (a thread per file, or the whole
+epoch in one request, both pay the storage); a kernel that hogs the machine's CPU slows the
+grader's threads too, which only lowers its own utilization.
 """
 
 from __future__ import annotations
 
+import random
+import secrets
+import socket
+import threading
 import time
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 
-def measure(judge: Any, loop: Any, task: Any) -> tuple[Any, float]:
-    """Write ``task``'s files in the kernel, then time ``loop(task)`` there from here: the
-    values it returned, and the call's wall seconds on this clock."""
-    from tinyprof.pipecheck import prepare
+from tinyprof.pipecheck import (
+    HANDOFF_SECONDS,
+    BusyCheck,
+    PipelineTask,
+    device_weights,
+    expected_batch,
+    receive_message,
+    send_message,
+    step_value,
+    task_arrays,
+)
 
-    judge.make(prepare, [task])
-    started = time.perf_counter()
-    got = loop(task)
-    return got, time.perf_counter() - started
+#: Connections served at once (threads and worker processes each open their own).
+MAX_CONNECTIONS = 32
+#: What the switch leaves on around the graded call: the chapter's own tools.
+CHAPTER_TOOLS = ("tinyprof.loading",)
 
 
-__all__ = ["measure"]
+class Refused(AssertionError):
+    """The grader's device refused a step: the test's failure, in the grader's words."""
+
+
+class ServedPipeline:
+    """The storage and the device of one graded call, served on a Unix socket in ``folder``
+    (module docstring). ``check()`` after the call: what the device recorded."""
+
+    def __init__(self, task: PipelineTask, folder: Path):
+        from tinyprof.loading.files import encode_png, sample_path
+        from tinyprof.loading.storage import Storage
+
+        draw = random.SystemRandom()
+        images, labels = task_arrays(draw.randrange(2**31), task.samples)
+        self.task, self.weights = task, device_weights(draw.randrange(2**31))
+        self.storage = Storage("network file system", latency=task.latency)
+        paths = [str(sample_path(task.folder, label, index)) for index, label in enumerate(labels)]
+        self.files = {path: encode_png(image) for path, image in zip(paths, images)}
+        self.listed = [[path, int(label)] for path, label in zip(paths, labels)]
+        self.plan = task.plan()
+        self.batches = [expected_batch(images, labels, indices, task.seed, step)
+                        for step, indices in enumerate(self.plan)]
+        self.needed = [{paths[i] for i in indices} for indices in self.plan]
+        self.lock, self.device = threading.Lock(), threading.Lock()
+        self.first_read: float | None = None
+        self.served: dict[str, float] = {}
+        self.steps: list[tuple[float, float, float]] = []   # (start, end, value) per step
+        self.running: int | None = None
+        self.refusal: str | None = None
+        self.connections: set[socket.socket] = set()
+        self.threads: list[threading.Thread] = []
+        self.closed = False
+        self.address = str(Path(folder) / f"pipeline-{secrets.token_hex(4)}.sock")
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(self.address)
+        Path(self.address).chmod(0o666)   # the kernel's uid connects; the folder is its alone
+        self.listener.listen(MAX_CONNECTIONS)
+        self.listener.settimeout(0.1)
+        self._start(self._accept, "pipeline storage")
+
+    # -- serving ---------------------------------------------------------------------------
+
+    def _start(self, target: Any, name: str, *args: Any) -> None:
+        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        self.threads.append(thread)
+        thread.start()
+
+    def _accept(self) -> None:
+        while not self.closed:
+            try:
+                conn, _ = self.listener.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            with self.lock:
+                if self.closed or len(self.connections) >= MAX_CONNECTIONS:
+                    conn.close()
+                    continue
+                self.connections.add(conn)
+            self._start(self._serve, "pipeline connection", conn)
+
+    def _serve(self, conn: socket.socket) -> None:
+        conn.settimeout(None)
+        try:
+            while not self.closed:
+                try:
+                    header, blobs = receive_message(conn)
+                except (OSError, ValueError, ConnectionError):
+                    return
+                answer, data = self._answer(header, blobs)
+                send_message(conn, answer, data)
+        except OSError:
+            return
+        finally:
+            with self.lock:
+                self.connections.discard(conn)
+            conn.close()
+
+    def _answer(self, header: dict, blobs: list[bytes]) -> tuple[dict, list[bytes]]:
+        op = header.get("op")
+        if op == "list":
+            return {"files": self.listed}, []
+        if op == "read":
+            return self._read(header.get("paths"))
+        if op == "step":
+            return self._step(header, blobs), []
+        return {"error": f"no request {str(op)[:40]!r}"}, []
+
+    def _read(self, paths: Any) -> tuple[dict, list[bytes]]:
+        """One storage request: the files' bytes after its latency, slept here."""
+        arrived = time.perf_counter()
+        if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+            return {"error": "a read names a list of paths"}, []
+        missing = [p for p in paths if p not in self.files]
+        if missing:
+            return {"error": f"no such file: {missing[0][:200]}"}, []
+        with self.lock:
+            if self.first_read is None:
+                self.first_read = arrived
+        data = [self.files[p] for p in paths]
+        wait = self.storage.request_seconds(sum(map(len, data)))
+        if wait > 0:
+            time.sleep(wait)
+        served = time.perf_counter()
+        with self.lock:
+            for path in paths:
+                self.served.setdefault(path, served)
+        return {}, data
+
+    def _step(self, header: dict, blobs: list[bytes]) -> dict:
+        """One device step: checked, then held for the task's kernel time, one at a time."""
+        step = header.get("step")
+        if not self.device.acquire(blocking=False):
+            return self._refuse(f"step {step} reached the device while step {self.running} was "
+                                "running: the device runs one step at a time (submit every "
+                                "step to one Device, and wait for each in turn)")
+        try:
+            self.running = step
+            wrong = self.refusal or self._wrong_batch(step, header, blobs)
+            if wrong:
+                return self._refuse(wrong)
+            x, y = self.batches[step]
+            start = time.perf_counter()
+            time.sleep(self.task.kernel_seconds)
+            value = step_value(x, y, self.weights)
+            self.steps.append((start, time.perf_counter(), value))
+            return {"value": value}
+        finally:
+            self.running = None
+            self.device.release()
+
+    def _wrong_batch(self, step: Any, header: dict, blobs: list[bytes]) -> str | None:
+        """Why the device cannot run ``step`` on this batch, or None."""
+        turn = len(self.steps)
+        if type(step) is not int or step != turn:
+            return (f"the device was handed step {step!r} when step {turn} was next: it runs "
+                    "the steps in order, each once" if turn < self.task.steps else
+                    f"the device was handed a step after its {turn} steps had run")
+        want_x, want_y = self.batches[step]
+        if header.get("x") != list(want_x.shape) or header.get("y") != list(want_y.shape) or \
+                len(blobs) != 2 or len(blobs[0]) != want_x.nbytes or \
+                len(blobs[1]) != want_y.nbytes or \
+                not np.array_equal(np.frombuffer(blobs[0], np.float32).reshape(want_x.shape),
+                                   want_x) or \
+                not np.array_equal(np.frombuffer(blobs[1], np.int64), want_y):
+            return (f"step {step}: the batch the device received is not that step's files as "
+                    "the storage served them, decoded and augmented (every batch is checked)")
+        with self.lock:
+            unread = sorted(self.needed[step] - self.served.keys())
+        if unread:
+            return (f"step {step}: its batch reached the device before its files were read from "
+                    f"the task's storage ({len(unread)} never were)")
+        return None
+
+    def _refuse(self, why: str) -> dict:
+        with self.lock:
+            if self.refusal is None:
+                self.refusal = why
+        return {"error": why}
+
+    def close(self) -> None:
+        """Stop serving: the listener, every connection, their threads; the socket removed."""
+        with self.lock:
+            self.closed = True
+            connections = list(self.connections)
+        self.listener.close()
+        for conn in connections:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        for thread in self.threads:
+            thread.join(timeout=1.0)
+        Path(self.address).unlink(missing_ok=True)
+
+    # -- the record ------------------------------------------------------------------------
+
+    def check(self) -> BusyCheck:
+        """What the device recorded, as a :class:`~tinyprof.pipecheck.BusyCheck`; Refused when
+        it refused a step or ran fewer than the task's steps."""
+        if self.refusal:
+            raise Refused(f"the grader's device refused a step: {self.refusal}; this test "
+                          "scores 0")
+        done = len(self.steps)
+        if done < self.task.steps:
+            raise Refused(f"the grader's device ran {done} of the {self.task.steps} steps: every "
+                          "batch must reach the device (task.step), in order")
+        busy = sum(end - start for start, end, _ in self.steps)
+        wall = self.steps[-1][1] - self.first_read
+        return BusyCheck(self.task, wall, "the grader's storage and device, from the first read "
+                         "to the last step", busy, tuple(value for *_, value in self.steps),
+                         self.handoff_seconds())
+
+    def handoff_seconds(self) -> float:
+        """The device's idle time not charged: before each step, the part of its wait after
+        the step's files had all been served, up to HANDOFF_SECONDS (a ready batch handed to
+        the device: thread wake-ups in the kernel and here, which a busy machine slows).
+        Waiting for the storage is always charged."""
+        ends = [self.first_read] + [end for _, end, _ in self.steps[:-1]]
+        excused = 0.0
+        for needed, idle_from, (start, _, _) in zip(self.needed, ends, self.steps):
+            ready = max(self.served[path] for path in needed)
+            excused += min(max(0.0, start - max(ready, idle_from)), HANDOFF_SECONDS)
+        return excused
+
+
+class PipelineBench:
+    """Serves ``expect_busy_device``'s storage and device for one kernel, on a socket in
+    ``folder`` (the folder the kernel shares with its grader)."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+
+    def measure(self, judge: Any, loop: Any, task: PipelineTask) -> tuple[Any, BusyCheck]:
+        """The values ``loop(task)`` returned in the kernel, the task served from here, and
+        what the grader's device recorded."""
+        served = ServedPipeline(task, self.folder)
+        try:
+            with judge.switch((), keep=CHAPTER_TOOLS):
+                try:
+                    got = loop(replace(task, address=served.address))
+                except Exception:
+                    if served.refusal:   # the loop failed because the device refused
+                        served.check()
+                    raise
+        finally:
+            served.close()
+        return got, served.check()
+
+
+__all__ = ["CHAPTER_TOOLS", "MAX_CONNECTIONS", "PipelineBench", "Refused", "ServedPipeline"]

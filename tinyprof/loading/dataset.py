@@ -55,7 +55,8 @@ def batch_plan(samples: int, batch_size: int, steps: int, seed: int = 0) -> list
 
 
 class ImageFolder:
-    """The files under ``folder`` read through ``storage``, decoded, augmented and batched.
+    """The files under ``folder`` read through ``storage`` (which lists them too), decoded,
+    augmented and batched.
 
     ``batched_reads=True`` reads each batch's files in one request (:meth:`Storage.read_many`)
     instead of one request per file."""
@@ -63,7 +64,8 @@ class ImageFolder:
     def __init__(self, folder: str | os.PathLike, storage: Storage = LOCAL_DISK, *,
                  augment: bool = True, seed: int = 0, batched_reads: bool = False,
                  timeline: Timeline | None = None):
-        listed = list_image_folder(folder)
+        listing = getattr(storage, "listing", None)   # a storage of the student's own may lack it
+        listed = listing(folder) if listing is not None else list_image_folder(folder)
         self.paths = [path for path, _ in listed]
         self.labels = np.array([label for _, label in listed], dtype=np.int64)
         self.storage, self.augment, self.seed = storage, augment, seed

@@ -11,7 +11,8 @@ The presets are orders of magnitude, not measurements of a particular system: a 
 cached (:data:`LOCAL_DISK`, nothing added), a network file system (:data:`NETWORK_FS`, 0.5 ms to
 the first byte, 100 MB/s) and an object store (:data:`OBJECT_STORE`, 20 ms, 100 MB/s: one
 HTTP request per object). :meth:`Storage.read_many` is a batched read: many files in one
-request, paying the latency once.
+request, paying the latency once. :meth:`Storage.listing` lists a folder of images (free: the
+metadata of a listing is not what the chapter measures).
 """
 
 from __future__ import annotations
@@ -48,6 +49,13 @@ class Storage:
         seconds = self.request_seconds(nbytes)
         if seconds > 0:
             time.sleep(seconds)
+
+    def listing(self, folder: str | os.PathLike) -> list[tuple[Path, int]]:
+        """Every ``(path, label)`` of the images under ``folder``, in sample order
+        (:func:`~.files.list_image_folder`)."""
+        from .files import list_image_folder
+
+        return list_image_folder(folder)
 
     def read(self, path: str | os.PathLike) -> bytes:
         """The bytes of one file: one request (real read, then the simulated wait)."""

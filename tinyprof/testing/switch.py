@@ -222,8 +222,9 @@ class Switch:
     turn it on around each call instead, and leave it off around speed measurements."""
 
     def __init__(self, extra: tuple[str, ...], namespace: dict | None = None,
-                 watch: bool = False):
+                 watch: bool = False, keep: tuple[str, ...] = ()):
         self.extra = extra
+        self.keep = tuple(keep)   # packages left on (a test whose loop uses a chapter's tools)
         self.namespace = namespace
         self.undo: list[Callable[[], None]] = []
         self.handled: set[int] = set()       # ids of everything switched off
@@ -237,7 +238,8 @@ class Switch:
         guard(namespace)
         try:
             for route in routes():
-                self._switch_off(route)
+                if not _kept(route, self.keep):
+                    self._switch_off(route)
             for dotted in self.extra:
                 found = resolve(dotted)
                 if found is not None and id(raw_attribute(*found)) not in self.handled:
@@ -351,6 +353,15 @@ class Switch:
                 if namespace.get(name) is stand_in:
                     namespace[name] = value
             self.undo.append(undo)
+
+
+def _kept(route: Route, keep: tuple[str, ...]) -> bool:
+    """Whether ``route`` is bound in one of the packages ``keep`` names (a function of its
+    modules, a method of its classes)."""
+    homes = [getattr(owner, "__name__", "") if isinstance(owner, types.ModuleType)
+             else getattr(owner, "__module__", "") for owner, _ in route.places]
+    return bool(homes) and all(any(home == package or home.startswith(package + ".")
+                                   for package in keep) for home in homes)
 
 
 def _extra_stand_in(dotted: str, original: Any) -> Any:
