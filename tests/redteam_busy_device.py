@@ -20,14 +20,14 @@ set-up cells (``np``, ``tp``, ``time``, ``threading``, ``queue``, ``Device``, ``
   steps, steps side by side in threads, processes or two devices, the wall padded with a sleep
   just past the physical floor): ``values_from_the_seed_and_a_sleep``,
   ``steps_side_by_side_in_threads``, ``steps_on_two_devices``,
-  ``steps_in_worker_processes``, ``values_on_the_host_device_kept_busy_with_sleeps``,
-  ``device_padded_with_repeated_steps``;
+  ``steps_in_worker_processes``, ``device_padded_with_repeated_steps``;
+- *the grader's allowance for hand-offs* (idle time after a batch's files were served, up to
+  10 ms a step, not charged): ``serial_loop_after_a_warm_up_read``,
+  ``host_work_hidden_in_the_hand_off_allowance``;
 - *the reads are the kernel's* (the storage's latency skipped):
   ``storage_read_replaced_through_its_class``,
   ``files_read_around_the_storage``, ``own_image_folder_on_local_disk``,
-  ``task_copied_without_latency``, ``storage_swapped_in_the_data_set``;
-- *a step computed from the task's own method without its wait*:
-  ``task_step_replaced_through_its_class``.
+  ``task_copied_without_latency``, ``storage_swapped_in_the_data_set``.
 """
 
 from __future__ import annotations
@@ -182,20 +182,17 @@ def train_fast(task):
     return values
 ''',
 
-    "values_on_the_host_device_kept_busy_with_sleeps": '''
-import dataclasses
-
+    "serial_loop_after_a_warm_up_read": '''
 
 def train_fast(task):
-    """The device's clock is the kernel's: the steps' values computed on the host by the task's
-    own step with no kernel time, while the device holds plain kernels of the step's time."""
-    host = dataclasses.replace(task, kernel_seconds=0.0)
-    values, busy = [], []
-    with Device() as device, tp.loading.Prefetcher(task.batches(batched_reads=True), 2) as batches:
-        for batch in batches:
-            busy.append(device.submit(task.kernel_seconds))
-            values.append(host.step(batch))
-            busy[-1].result()
+    """The grader's hand-off allowance rests on when a file was first served: one request for
+    every file, thrown away, then the loop as given (a request per file), whose waits for the
+    storage now look like hand-offs of batches already read."""
+    task.dataset(batched_reads=True).read(range(task.samples))
+    values = []
+    with Device() as device:
+        for batch in task.batches():
+            values.append(device.submit(lambda b=batch: task.step(b)).result())
     return values
 ''',
 
@@ -272,23 +269,18 @@ def train_fast(task):
     data.storage = LOCAL_DISK
 '''),
 
-    "task_step_replaced_through_its_class": PAD + '''
-import dataclasses
+    "host_work_hidden_in_the_hand_off_allowance": '''
 
 def train_fast(task):
-    """A step computed without its wait: the task's class bound to a name, its step method
-    replaced by one with no kernel time, batches prefetched, the wall padded to the floor."""
-    started = time.perf_counter()
-    task_class = type(task)
-    held = task_class.step
-    quick = dataclasses.replace(task, kernel_seconds=0.0)
-    task_class.step = lambda self, batch: held(quick, batch)
-    try:
-        with tp.loading.Prefetcher(task.batches(batched_reads=True), 2) as batches:
-            values = [task.step(batch) for batch in batches]
-    finally:
-        task_class.step = held
-    _pad_to_the_floor(task, started)
+    """Statistics: idle time the grader does not charge (up to 10 ms a step once a batch's
+    files are served) spent on 12 ms of host work a step in the loop's critical path, the
+    batches prefetched: the device waits 12 ms of every 52, at best 77 % busy."""
+    values = []
+    with tp.loading.Prefetcher(task.batches(batched_reads=True), 4) as batches, \\
+            Device() as device:
+        for batch in batches:
+            time.sleep(0.012)   # per-step host work: logging, metrics, a checksum
+            values.append(device.submit(lambda b=batch: task.step(b)).result())
     return values
 ''',
 }

@@ -6,7 +6,7 @@ notebook made of the chapter's set-up cells, that answer and the chapter's own t
 grader's Execute preprocessor: the kernel in the bubblewrap sandbox, the test cell decided by the
 judge with the chapter's imports. A cheat must lose the cell's points; an honest fix must keep
 them. Each cheat runs in a kernel of its own (a cheat that patches a class or leaves a thread
-would otherwise decide its neighbour's grade); the honest fixes share one kernel.
+would otherwise decide its neighbour's grade), and so does each honest fix.
 
 :func:`grade_answers` is shared with tests/test_redteam_prefetcher.py.
 """
@@ -69,6 +69,11 @@ def solution(grade_id: str) -> str:
     return "\n".join(line for line in lines if "### " not in line) + "\n"
 
 
+#: What the chapter's cells before the exercises have done by then in a student's kernel (§9.1
+#: wrote the PNGs with Pillow): Pillow imported, so its first import is not in a timed call.
+WARM = "from PIL import Image  # noqa: F401 - imported by §9.1's cells in the chapter"
+
+
 def grade_answers(answer_id: str, test_id: str, answers: list[str], folder: Path,
                   timeout: int = 300) -> list[dict]:
     """Grade each of ``answers`` in the ``answer_id`` cell, each followed by the chapter's
@@ -76,6 +81,7 @@ def grade_answers(answer_id: str, test_id: str, answers: list[str], folder: Path
     source = instructor()
     answer, test = chapter_cell(source, answer_id), chapter_cell(source, test_id)
     cells = [nbformat.from_dict(copy.deepcopy(c)) for c in setup_cells(source)]
+    cells.append(nbformat.v4.new_code_cell(WARM))
     for code in answers:
         mine = nbformat.from_dict(copy.deepcopy(answer))
         mine.source = code
@@ -122,23 +128,53 @@ def describe(record: dict) -> str:
 #: A failure of these kinds is the cheat's own code failing, not the check stopping it.
 BROKEN = frozenset({"SyntaxError", "IndentationError", "NameError", "ImportError",
                     "ModuleNotFoundError", "UnboundLocalError"})
-#: Cheats the rebuilt check does not stop yet: name → what it misses (filled in from the runs
-#: against the builder's branch).
-GAPS: dict[str, str] = {}
-#: Honest fixes that lose the points: name → why.
-HONEST_LOSSES: dict[str, str] = {
-    "process_workers": "tinyprof's Workers(kind='process') made inside train_fast spawns its "
-                       "interpreters in the timed call (measured ≈1.5 s before the first batch, "
-                       "against a loop of ≈1 s): the device is busy ≈37 % of the wall",
+#: The machine is too loaded to judge a timing tier: more than two runnable tasks per core
+#: (issue 45 asks for the same points beside 2 CPU hogs; at a load of 7-9 on 2 cores the
+#: chapter's solution measured 57 %, 96 % and 97 % busy in three gradings).
+LOADED = os.getloadavg()[0] > 2 * (os.cpu_count() or 1)
+#: Cheats the rebuilt check does not stop: name → what it misses (against s6-device e54ffe9).
+GAPS: dict[str, str] = {
+    "host_work_hidden_in_the_hand_off_allowance":
+        "up to 10 ms of the device's idle time a step is not charged once the step's files "
+        "were served (HANDOFF_SECONDS), whatever the loop does with it: 12 ms of host work a "
+        "step in the critical path; measured at load 7: 1452 ms of wall for 24 steps, 240 ms "
+        "excused, graded 81 % busy for a device busy 68 % of the wall",
 }
+#: Cheats whose verdict the load decides: name → why (xfail, not strict).
+UNSURE_GAPS: dict[str, str] = {
+    "serial_loop_after_a_warm_up_read":
+        "the hand-off allowance counts from the first time a file was served: one throw-away "
+        "request for every file makes the as-given loop's waits for the storage look like "
+        "hand-offs; held at load 7-9 (54 %, 60 % busy), predicted ≈ 85 % on a quiet machine "
+        "(the as-given loop, ≈ 70 % busy, with 10 ms a step excused)",
+}
+#: Honest fixes that lose the points on any machine: name → why.
+HONEST_LOSSES: dict[str, str] = {}
+#: Why an honest fix may lose the points here: the load, measured.
+LOAD = (f"the machine is loaded ({os.getloadavg()[0]:.1f} runnable on {os.cpu_count()} cores): "
+        "honest fixes measured 52-97 % busy at a load of 7-9, the tier is 80 %")
 
 
-def with_gaps(names: dict, gaps: dict) -> list:
-    return [pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=gaps[name]))
-            if name in gaps else name for name in sorted(names)]
+def with_gaps(names: dict, gaps: dict, unsure: dict | None = None,
+              timed: bool = False) -> list:
+    """``names`` as pytest parameters: a known gap xfail (strict, unless ``timed`` and the
+    machine is loaded), an unsure one or, on a loaded machine, any ``timed`` one xfail not
+    strict."""
+    params = []
+    for name in sorted(names):
+        if name in gaps:
+            marks = pytest.mark.xfail(strict=not (timed and LOADED), reason=gaps[name])
+        elif unsure and name in unsure:
+            marks = pytest.mark.xfail(strict=False, reason=unsure[name])
+        elif timed and LOADED:
+            marks = pytest.mark.xfail(strict=False, reason=LOAD)
+        else:
+            marks = ()
+        params.append(pytest.param(name, marks=marks))
+    return params
 
 
-@pytest.mark.parametrize("cheat", with_gaps(corpus.CHEATS, GAPS))
+@pytest.mark.parametrize("cheat", with_gaps(corpus.CHEATS, GAPS, UNSURE_GAPS, timed=True))
 def test_a_cheat_loses_the_busy_device_points(cheat, tmp_path):
     [record] = grade_answers("train_fast", "test_train_fast", [corpus.CHEATS[cheat]], tmp_path)
     verdict = record.get("verdict", {})
@@ -149,19 +185,20 @@ def test_a_cheat_loses_the_busy_device_points(cheat, tmp_path):
         f"{flags('train_fast', corpus.CHEATS[cheat])}")
 
 
-@pytest.fixture(scope="module")
-def honest_records(tmp_path_factory) -> dict[str, dict]:
-    """Every honest fix and the chapter's solution, graded in one kernel."""
-    answers = {"the chapter's solution": solution("train_fast"), **corpus.HONEST}
-    records = grade_answers("train_fast", "test_train_fast", list(answers.values()),
-                            tmp_path_factory.mktemp("busy_honest"), timeout=600)
-    return dict(zip(answers, records))
+def honest(name: str) -> str:
+    return solution("train_fast") if name == SOLUTION else corpus.HONEST[name]
 
 
-@pytest.mark.parametrize("name", with_gaps({"the chapter's solution": "", **corpus.HONEST},
-                                         HONEST_LOSSES))
-def test_an_honest_fix_keeps_the_busy_device_points(name, honest_records):
-    record = honest_records[name]
+#: The instructor's own answer, graded beside the honest alternatives.
+SOLUTION = "the chapter's solution"
+
+
+@pytest.mark.parametrize("name", with_gaps({SOLUTION: "", **corpus.HONEST}, HONEST_LOSSES,
+                                           timed=True))
+def test_an_honest_fix_keeps_the_busy_device_points(name, tmp_path):
+    """Each in a kernel of its own, as a student's notebook is graded (a pool of worker
+    processes left by one fix would otherwise share the CPU with the next one's loop)."""
+    [record] = grade_answers("train_fast", "test_train_fast", [honest(name)], tmp_path)
     print(f"\n[red team] honest {name}: {describe(record)}")
     assert record.get("verdict", {}).get("passed") is True, (
         f"the honest {name} lost the points of test_train_fast: {describe(record)}")
