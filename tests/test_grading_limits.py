@@ -423,12 +423,24 @@ def test_dev_shm_is_counted_in_the_kernels_memory(tmp_path):
 @NEEDS_BWRAP
 def test_the_sandbox_does_not_announce_itself(tmp_path):
     """A submission that behaves differently when graded looks for what tells the grading run
-    apart: the host name is the machine's own (not "sandbox"), and no variable names the
-    grader's folders for IPython, Jupyter or matplotlib (their defaults under HOME serve)."""
+    apart: the host name is the machine's own (not "sandbox"), no variable names the grader's
+    folders for IPython, Jupyter or matplotlib (their defaults under HOME serve), and, when the
+    grader is root, the kernel's uid has an account (getpass.getuser() raised KeyError only
+    when graded) and no process the kernel can see is bwrap, whose command line spells out the
+    sandbox (launcher.py's --hide-pids)."""
     import socket
 
-    code = ("import json, os, socket\n"
-            "print(json.dumps({'host': socket.gethostname(), 'names': sorted(os.environ)}))")
+    code = ("import getpass, json, os, socket\n"
+            "try:\n    user = getpass.getuser()\nexcept (KeyError, OSError) as error:\n"
+            "    user = repr(error)\n"
+            "seen = {}\n"
+            "for pid in filter(str.isdigit, os.listdir('/proc')):\n"
+            "    try:\n"
+            "        seen[pid] = open(f'/proc/{pid}/cmdline').read().replace('\\0', ' ')\n"
+            "    except OSError:\n"
+            "        pass\n"
+            "print(json.dumps({'host': socket.gethostname(), 'names': sorted(os.environ),\n"
+            "                  'processes': seen, 'user': user}))")
     (done,) = _sandboxed_steps(tmp_path, [code])
     import json
 
@@ -437,3 +449,8 @@ def test_the_sandbox_does_not_announce_itself(tmp_path):
     grader_only = {"MPLCONFIGDIR", "IPYTHONDIR", "JUPYTER_CONFIG_DIR", "XDG_CACHE_HOME",
                    "TMPDIR"}
     assert not grader_only & set(seen["names"]), sorted(grader_only & set(seen["names"]))
+    assert any("ipykernel" in line for line in seen["processes"].values()), seen["processes"]
+    if isolation.running_as_root():   # the kernel's uid has an account, as on Binder
+        assert seen["user"] == isolation.KERNEL_USER, f"getpass.getuser(): {seen['user']}"
+        shown = [line for line in seen["processes"].values() if "bwrap" in line]
+        assert shown == [], f"the kernel sees the sandbox's command line: {shown[0][:200]}"

@@ -242,20 +242,26 @@ def course_code(tmp_path_factory):
             "out": root / "out", "seconds": time.perf_counter() - start}
 
 
-def _graded_errors(out: Path, student: str, chapter: str, name: str) -> list[str]:
+def _graded_errors(out: Path, student: str, chapter: str, name: str, tests: bool) -> list[str]:
+    """The error outputs of the graded notebook's test cells (the grader's verdicts), or of
+    its other cells (what the kernel raised)."""
+    from autograder.cells import is_test
+
     graded = json.loads((out / "autograded" / student / chapter / name).read_text())
     return [f"cell {number}: {o['ename']}: {o['evalue']}"
-            for number, cell in enumerate(graded["cells"], 1) for o in cell.get("outputs", [])
-            if o.get("output_type") == "error"]
+            for number, cell in enumerate(graded["cells"], 1) if is_test(cell) == tests
+            for o in cell.get("outputs", []) if o.get("output_type") == "error"]
 
 
 def test_chapter_09s_solution_raises_in_no_cell_in_the_sandbox(course_code):
     """§9.6's process workers and §9.8's DataLoader workers need /dev/shm (multiprocessing's
     locks): the solution graded in the sandbox raises nowhere, has full marks and no note."""
     ada = course_code["rows"]["ada"]
-    errors = _graded_errors(course_code["out"], "ada", "09_pipeline", "pipeline.ipynb")
+    graded = (course_code["out"], "ada", "09_pipeline", "pipeline.ipynb")
+    errors = _graded_errors(*graded, tests=False)
     assert errors == [], f"cells of chapter 09's solution raised when graded: {errors}"
-    assert (ada["status"], ada["auto_score"], ada["max_auto_score"]) == ("graded", "11", "11")
+    assert (ada["status"], ada["auto_score"], ada["max_auto_score"]) == ("graded", "11", "11"), \
+        f"the solution lost points: {_graded_errors(*graded, tests=True)}"
     assert ada["notes"] == "" and ada["flagged"] == "", (ada["notes"], ada["flagged"])
     assert "ada/09_pipeline" not in course_code["printed"], course_code["printed"]
 

@@ -17,13 +17,15 @@ namespaces, with no daemon and no image. The kernel it starts sees:
 - one folder shared with its grader: the ZeroMQ ``ipc`` sockets of this one kernel, since it has
   no network at all (``--unshare-net``: not even the host's 127.0.0.1); a neighbouring kernel's
   sockets are in another folder it cannot see;
-- the machine's own host name in a UTS namespace of its own (``--unshare-uts``, no
-  ``--hostname``: a name such as "sandbox" would tell a submission it is being graded, and a
-  loop could behave differently then), and only the environment variables it needs: no
-  variable of the grader's names IPython's, Jupyter's or matplotlib's folders, whose defaults
-  under ``HOME`` (the private /tmp) serve. What still tells the sandbox apart (its limits, no
-  network, bwrap as process 1, the grader's paths) is there for isolation; no check's verdict
-  may rest on the kernel not knowing it is graded;
+- as little as can be spared that tells a graded run from the student's own, since a loop
+  that knows it is graded can behave differently then: the machine's own host name in a UTS
+  namespace of its own (``--unshare-uts``, no ``--hostname``); only the environment variables
+  it needs, none naming the grader's folders for IPython, Jupyter or matplotlib (their
+  defaults under ``HOME``, the private /tmp, serve); as root, an account for the kernel's uid
+  (KERNEL_USER, Binder's name) and a ``/proc`` that hides bwrap's command line (launcher.py
+  ``--hide-pids``). What still tells a sandbox apart (its limits, no network, the mount table,
+  the grader's paths, the seccomp filter) is its isolation: no check's verdict may rest on the
+  kernel not knowing it is graded;
 - its own process tree (``--unshare-pid``): it cannot see or signal other processes, and when
   the sandbox's first process ends or the grader dies (``--die-with-parent``, and a lifeline
   pipe for the moments before bwrap's own tie is in place: launcher.py), every process in it
@@ -141,6 +143,35 @@ def _system_mounts() -> list[str]:
                    "--ro-bind-try", "/sys/devices/system/cpu", "/sys/devices/system/cpu"]
 
 
+#: The account name of the kernel's uid in the sandbox (when the grader is root): Binder's, where
+#: the course's launch links run the notebooks, so that code asking for its user
+#: (``getpass.getuser()``, the cache folders of some libraries) runs as it does there; a uid
+#: without an account makes that raise KeyError, only when graded.
+KERNEL_USER = "jovyan"
+
+
+def _accounts(sockets: Path) -> list[str]:
+    """bwrap arguments that show the kernel /etc/passwd and /etc/group with an account for its
+    uid (KERNEL_USER, home /tmp): the host's files plus that line, written into the kernel's
+    sockets folder (which goes with the kernel) and bound read-only over the host's. None
+    where they cannot be written there (a host's files larger than the folder's tmpfs): the
+    host's files are shown as they are."""
+    uid = kernel_uid()
+    args = []
+    for name, line in (("passwd", f"{KERNEL_USER}:x:{uid}:{uid}::/tmp:/bin/sh"),
+                       ("group", f"{KERNEL_USER}:x:{uid}:")):
+        try:
+            host = Path(f"/etc/{name}").read_text(encoding="utf-8", errors="replace")
+            kept = [entry for entry in host.splitlines() if entry.split(":")[2:3] != [str(uid)]]
+            copy = sockets / name
+            copy.write_text("\n".join([*kept, line]) + "\n", encoding="utf-8")
+            copy.chmod(0o644)
+        except OSError:
+            return []
+        args += ["--ro-bind", str(copy), f"/etc/{name}"]
+    return args
+
+
 def _environment(package_parent: Path) -> list[str]:
     """Only what the kernel needs, nothing that says "graded": IPython's, Jupyter's and
     matplotlib's folders are their defaults under HOME (the private /tmp), so no variable of
@@ -181,6 +212,8 @@ def sandbox_command(command: list[str], *, scratch: Path, sockets: Path, limits:
     if not running_as_root():
         args += ["--unshare-user"]
     args += _system_mounts()
+    if running_as_root():
+        args += _accounts(sockets)
     args += ["--perms", "1777", "--size", str(limits.scratch_mb * 2**20), "--tmpfs", "/tmp"]
     args += ["--perms", "1777", "--dir", str(Path(SANDBOX_MPLCONFIGDIR).parent),
              "--perms", "1777", "--dir", SANDBOX_MPLCONFIGDIR]
@@ -201,7 +234,7 @@ def sandbox_command(command: list[str], *, scratch: Path, sockets: Path, limits:
                 "--processes", str(limits.processes), "--file-mb", str(limits.file_mb),
                 "--parent-pid", "0"]
     if running_as_root():
-        launcher += ["--uid", str(kernel_uid())]
+        launcher += ["--uid", str(kernel_uid()), "--hide-pids", "1"]
     if seccomp_available():
         launcher += ["--no-userns", "1"]
     if lifeline_fd is not None:

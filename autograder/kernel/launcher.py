@@ -1,6 +1,6 @@
 """Start a student's kernel inside limits: ``python -S launcher.py --memory-mb N
---address-space-mb A --processes P --file-mb F [--uid U] [--no-userns 1] [--cgroup FILE]...
---parent-pid PID -- KERNEL COMMAND...``
+--address-space-mb A --processes P --file-mb F [--uid U --hide-pids 1] [--no-userns 1]
+[--cgroup FILE]... --parent-pid PID -- KERNEL COMMAND...``
 (standard library only; run as a script, then exec'd away, so the kernel keeps this process id).
 In the sandbox (isolation.py) this is the first thing that runs; without it, the same limits
 apply to an unsandboxed kernel.
@@ -28,6 +28,9 @@ apply to an unsandboxed kernel.
 - ``--cgroup FILE`` (repeatable): join a control group first (resources.py), by writing this
   process's id into the group's ``cgroup.procs``; everything started after, the sandbox
   included, is counted in it.
+- ``--hide-pids 1`` (in the sandbox, as root, before ``--uid``): the sandbox's ``/proc`` shows
+  a process only those of its own uid, so the kernel does not see bwrap's command line, which
+  names every mount and limit (``ps`` shows the kernel and its children).
 - ``--no-userns 1``: a seccomp filter (libseccomp, the library behind Docker's and systemd's
   filters) refuses new user namespaces (``unshare``, ``clone``), ``setns``, and the kernel
   interfaces a notebook never needs and sandbox escapes often use (keyrings, BPF, perf events,
@@ -206,6 +209,19 @@ def _end_sandbox() -> None:
     os._exit(0)
 
 
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 0x2, 0x4, 0x8, 0x20
+
+
+def hide_other_users_processes() -> bool:
+    """Remount the sandbox's own ``/proc`` with ``hidepid=2``: a process sees only those of its
+    own uid, so the kernel (about to become its uid) no longer sees bwrap, process 1, whose
+    command line spells out the sandbox. Root only (bwrap's /proc is the sandbox's own
+    instance, never the host's); False where it cannot be done."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    flags = MS_REMOUNT | MS_NOSUID | MS_NODEV | MS_NOEXEC
+    return libc.mount(b"proc", b"/proc", b"proc", flags, b"hidepid=2") == 0
+
+
 def join_groups(procs_files: list[str]) -> None:
     """Move this process into the control groups whose ``cgroup.procs`` files are given."""
     for path in procs_files:
@@ -225,6 +241,8 @@ def main(argv: list[str]) -> None:
     limit_processes_and_files(values.get("--processes", 0), values.get("--file-mb", 0))
     if values.get("--no-userns"):
         refuse_user_namespaces()
+    if values.get("--hide-pids"):
+        hide_other_users_processes()
     if "--uid" in values:
         become(values["--uid"])
     if "--lifeline" in values:

@@ -145,7 +145,8 @@ class SandboxedKernelManager(AsyncKernelManager):
 
     def memory_bytes(self) -> int:
         """Memory used now by the kernel: its control group's (all its processes, with the
-        files of its tmpfs folders), or its process tree's resident set where there is none."""
+        files of its tmpfs folders: scratch, /tmp, /dev/shm), or its process tree's resident set
+        where there is none."""
         found = self._group.memory_bytes() if self._group is not None else None
         if found is not None:
             return found
@@ -156,9 +157,10 @@ class SandboxedKernelManager(AsyncKernelManager):
         """How :meth:`memory_bytes` reads: a sentence for the grader's messages."""
         if self._group is not None and self._group.memory_bytes() is not None:
             return ("the memory of the kernel's control group (all its processes and the files "
-                    "of its scratch folder), read by the grader")
+                    "of its scratch folder, /tmp and /dev/shm), read by the grader")
         return ("the resident memory of the kernel's processes, read by the grader from /proc "
-                "(no control groups here: files in its scratch folder are not counted)")
+                "(no control groups here: files in its scratch folder, /tmp and /dev/shm are "
+                "not counted)")
 
     def exit_status(self, wait_s: float = 1.0) -> int | None:
         """How the kernel process ended (its own status, not bwrap's), or None if it runs."""
