@@ -681,3 +681,10 @@ class Prefetcher:
         "queue.Queue(maxsize=depth)", "queue.Queue(maxsize=depth + 1)"),
         "held more than depth + 1"),
 }
+
+#: Cheats that keep every promise at the visible test's depth (2) and break one at a depth the
+#: hidden test draws (1, and 3 or 4): ``{name: (answer, promise, a depth where it breaks)}``.
+HIDDEN_ONLY = {
+    "(p) a queue of 2 whatever the depth": (changed(
+        "queue.Queue(maxsize=depth)", "queue.Queue(maxsize=2)"), "held more than depth + 1", 1),
+}

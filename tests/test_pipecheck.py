@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from chapters import NOTEBOOKS, SOLUTIONS
 from nbformat.v4 import new_code_cell, new_notebook
-from prefetchers import CHEATS, HONEST, solution
+from prefetchers import CHEATS, HIDDEN_ONLY, HONEST, solution
 from traitlets.config import Config
 
 from tinyprof import prefetchcheck
@@ -67,6 +67,16 @@ def test_a_cheat_breaks_the_promise_it_attacks(name):
         assert verdict.promise == promise, (
             f"{name}, depth {depth}, seed {seed}: expected the grader to find {promise!r} "
             f"broken, got {verdict}")
+
+
+@pytest.mark.parametrize("name", sorted(HIDDEN_ONLY))
+def test_a_cheat_tailored_to_the_visible_depth_breaks_a_promise_at_another(name):
+    answer, promise, depth = HIDDEN_ONLY[name]
+    prefetcher = prefetcher_of(answer)
+    assert check_prefetcher(drive_prefetcher(prefetcher, 2, 0), 2, 0).kept, "the visible test"
+    for seed in (3, 4):
+        verdict = check_prefetcher(drive_prefetcher(prefetcher, depth, seed), depth, seed)
+        assert verdict.promise == promise, (name, depth, seed, verdict)
 
 
 def test_the_probe_takes_a_fraction_of_a_second():
@@ -285,8 +295,9 @@ def honest_grades(tmp_path_factory) -> dict[str, dict]:
 
 @pytest.fixture(scope="module")
 def cheat_grades(tmp_path_factory) -> dict[str, dict]:
-    return graded({name: answer for name, (answer, _) in CHEATS.items()},
-                  tmp_path_factory.mktemp("cheats"))
+    answers = {name: answer for name, (answer, _) in CHEATS.items()}
+    answers.update({name: answer for name, (answer, *_) in HIDDEN_ONLY.items()})
+    return graded(answers, tmp_path_factory.mktemp("cheats"))
 
 
 @needs_sandbox
@@ -305,3 +316,13 @@ def test_the_grader_gives_a_cheat_nothing(name, cheat_grades):
     promise = CHEATS[name][1]
     assert f"got {promise!r}" in verdict["message"] or f'got "{promise}"' in verdict["message"], (
         f"{name}: expected the grader to name {promise!r}: {verdict['message']}")
+
+
+@needs_sandbox
+@pytest.mark.parametrize("name", sorted(HIDDEN_ONLY))
+def test_the_grader_gives_a_cheat_that_passes_the_visible_test_nothing(name, cheat_grades):
+    """The hidden test drives the class at depth 1 and at 3 or 4, with a seed of its own."""
+    verdict = cheat_grades[name]["verdict"]
+    assert not verdict["passed"], (name, verdict)
+    assert "a plan drawn at grading" in verdict["message"], verdict["message"]
+    assert HIDDEN_ONLY[name][1] in verdict["message"], verdict["message"]

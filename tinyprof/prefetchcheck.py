@@ -5,18 +5,19 @@ A student's ``Prefetcher(source, depth)`` is an iterator with ``close()`` that l
 thread. It promises: the source's items, in order; each item's loading begun by its loader
 thread before the consumer asks for it; at most ``depth`` items held (one more in the loader's
 hand, waiting for room); the source's exception raised in the consumer, after the items before
-it; and, when ``close()`` returns, no loader thread left running.
+it; and, when ``close()`` returns, no thread of its own left running.
 
 *Threats.* A class in the same process as the probe can call whatever the probe hands it, and
 behaves well only where the probe looks: at item 1, at one exception type and one position,
 while one item is held, or within a grace period after ``close()``.
 
-*Defence.* :func:`plan` draws the scenarios from a seed, drawn in the hidden test at every
-grading: sources that fail with each of :data:`ERRORS` at positions 0, ``depth``, ``depth + 1``
-and others; slow and fast consumers and sources; early stops at several points, with the
-loader blocked on a full queue, inside a slow pull, or just started. :func:`drive_prefetcher`
-runs them in the kernel and reports plain values; :func:`check_prefetcher`, in the grader
-(the test cell runs in the judge), recomputes the plan from the seed and decides:
+*Defence.* :func:`plan` draws the scenarios from a seed and the depth (the hidden test draws
+the seed at every grading, and drives depths 1 and 3 or 4; the visible test's is 2): sources
+that fail with each of :data:`ERRORS` at positions 0, ``depth``, ``depth + 1`` and others; slow
+and fast consumers and sources; early stops at several points, with the loader blocked on a
+full queue, inside a slow pull, or just started. :func:`drive_prefetcher` runs them in the
+kernel and reports plain values; :func:`check_prefetcher`, in the grader (the test cell runs in
+the judge), recomputes the plan from the seed and decides:
 
 - **the items**: their values are drawn from the seed, so the grader knows them; the consumer
   must get exactly the source's items, in order;
@@ -46,10 +47,10 @@ static review flags (``__closure__``, frames, ``gc.get_referrers``); the consume
 which the class can find (``threading.current_thread()``), runs its scenario once, however
 often its target is called. The functions the observations rest on (``sys._current_frames``,
 ``threading.get_ident``, the clock and sleep) are read when this module is imported, before any
-notebook code runs. The probe's clocks and
-waits decide nothing but pacing: a wait that runs out only moves the scenario on (a loader
-that never loads ahead costs the patience once per drive, not per item). A scenario that has
-not finished after :data:`HANG_SECONDS` is reported as blocked and the drive ends there.
+notebook code runs. The probe's clocks and waits decide nothing but pacing and the hints'
+words: a wait that runs out only moves the scenario on (a loader that never loads ahead costs
+the patience once per drive, not per item). A scenario that has not finished after
+:data:`HANG_SECONDS` is reported as blocked and the drive ends there.
 """
 
 from __future__ import annotations
