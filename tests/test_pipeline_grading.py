@@ -285,6 +285,9 @@ def train_fast(task):
 """, "ran 0 of the 24 steps"),
     "a loader that loads everything up front": (loop_with("list(task.batches())"),
                                                  "the device was busy"),
+    "batched reads, the device left idle between steps": (loop_with(
+        "task.batches(batched_reads=True)", STEP + "\n            time.sleep(0.1)"),
+        "the device was busy"),
 }
 #: A loop that remembers the values of the visible test's run and replays them in the next.
 REMEMBERED = ("""
