@@ -128,10 +128,6 @@ def describe(record: dict) -> str:
 #: A failure of these kinds is the cheat's own code failing, not the check stopping it.
 BROKEN = frozenset({"SyntaxError", "IndentationError", "NameError", "ImportError",
                     "ModuleNotFoundError", "UnboundLocalError"})
-#: The machine is too loaded to judge a timing tier: more than two runnable tasks per core
-#: (issue 45 asks for the same points beside 2 CPU hogs; at a load of 7-9 on 2 cores the
-#: chapter's solution measured 57 %, 96 % and 97 % busy in three gradings).
-LOADED = os.getloadavg()[0] > 2 * (os.cpu_count() or 1)
 #: Cheats the rebuilt check does not stop: name → what it misses (against s6-device c836fb2).
 GAPS: dict[str, str] = {
     "long_pause_before_the_first_step":
@@ -142,38 +138,23 @@ GAPS: dict[str, str] = {
     "host_work_hidden_in_the_idle_allowance":
         "the device's idle time while no read is in flight is free up to a step's time "
         "(OTHER_IDLE_STEPS × 40 ms) before each step, whatever the loop does with it: a serial "
-        "loop with batched reads and 20 ms of host work a step was graded 96 % busy for a "
-        "device busy 960 ms of a 1767 ms run (54 %); 15 ms here, for margin",
+        "loop with batched reads and 15 ms of host work a step was graded 95 % busy for a "
+        "device busy 960 ms of a 1840 ms run (52 %; 20 ms: 96 % for 54 %)",
 }
-#: Cheats whose verdict the load decides: name → why (xfail, not strict).
-UNSURE_GAPS: dict[str, str] = {}
-#: Honest fixes that lose the points on any machine: name → why.
+#: Honest fixes that lose the points: name → why (none against c836fb2: each in its own kernel
+#: at a load of 5-7 on 2 cores, 89-99 % busy in three runs; against e54ffe9, wall-clock
+#: utilization, they measured 52-97 % at a load of 7-9).
 HONEST_LOSSES: dict[str, str] = {}
-#: Why an honest fix may lose the points here: the load, measured.
-LOAD = (f"the machine is loaded ({os.getloadavg()[0]:.1f} runnable on {os.cpu_count()} cores): "
-        "honest fixes measured 52-97 % busy at a load of 7-9, the tier is 80 %")
 
 
-def with_gaps(names: dict, gaps: dict, unsure: dict | None = None,
-              timed: bool = False) -> list:
-    """``names`` as pytest parameters: a known gap xfail (strict), an unsure one xfail not
-    strict and, on a loaded machine, every ``timed`` one (an honest fix that must reach a
-    timing tier) xfail not strict."""
-    params = []
-    for name in sorted(names):
-        if name in gaps:
-            marks = pytest.mark.xfail(strict=True, reason=gaps[name])
-        elif unsure and name in unsure:
-            marks = pytest.mark.xfail(strict=False, reason=unsure[name])
-        elif timed and LOADED:
-            marks = pytest.mark.xfail(strict=False, reason=LOAD)
-        else:
-            marks = ()
-        params.append(pytest.param(name, marks=marks))
-    return params
+def with_gaps(names: dict, gaps: dict) -> list:
+    """``names`` as pytest parameters, each known gap marked xfail (strict: it must keep
+    failing until the check closes it)."""
+    return [pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=gaps[name]))
+            if name in gaps else name for name in sorted(names)]
 
 
-@pytest.mark.parametrize("cheat", with_gaps(corpus.CHEATS, GAPS, UNSURE_GAPS))
+@pytest.mark.parametrize("cheat", with_gaps(corpus.CHEATS, GAPS))
 def test_a_cheat_loses_the_busy_device_points(cheat, tmp_path):
     [record] = grade_answers("train_fast", "test_train_fast", [corpus.CHEATS[cheat]], tmp_path)
     verdict = record.get("verdict", {})
@@ -192,8 +173,7 @@ def honest(name: str) -> str:
 SOLUTION = "the chapter's solution"
 
 
-@pytest.mark.parametrize("name", with_gaps({SOLUTION: "", **corpus.HONEST}, HONEST_LOSSES,
-                                           timed=True))
+@pytest.mark.parametrize("name", with_gaps({SOLUTION: "", **corpus.HONEST}, HONEST_LOSSES))
 def test_an_honest_fix_keeps_the_busy_device_points(name, tmp_path):
     """Each in a kernel of its own, as a student's notebook is graded (a pool of worker
     processes left by one fix would otherwise share the CPU with the next one's loop)."""
