@@ -8,6 +8,10 @@ judge with the chapter's imports. A cheat must lose the cell's points; an honest
 them. Each cheat runs in a kernel of its own (a cheat that patches a class or leaves a thread
 would otherwise decide its neighbour's grade), and so does each honest fix.
 
+Against s6-device c836fb2 (29a0449 changes only the exercise's text): 11 of the 13 cheats lose
+the points; the two in ``GAPS`` keep them (idle time the grader does not charge, spent); the
+solution and the 6 honest fixes keep theirs (about 3 minutes).
+
 :func:`grade_answers` is shared with tests/test_redteam_prefetcher.py.
 """
 

@@ -7,6 +7,10 @@ sandbox, the test decided by the judge: test_redteam_busy_device.grade_answers).
 lose the cell's points; the chapter's solution and every honest alternative must keep them. Each
 cheat runs in a kernel of its own (a loader it leaves behind would otherwise count against its
 neighbour); the honest ones share one kernel.
+
+Against s6-prefetch a802e3d: 12 of the 16 cheats lose the points; the four in ``GAPS`` keep them
+(the probe's record is reachable, its report is the kernel's, its source can be told apart, its
+depths are few); the solution and the 4 honest prefetchers keep theirs (about 2 minutes).
 """
 
 from __future__ import annotations
