@@ -68,9 +68,11 @@ FOLDER = "pipeline_check"
 #: Seconds of timer slack allowed under the physical floor.
 SLACK = 5e-4
 #: Under the grader, the device's idle time before a step that is not spent waiting for the
-#: storage (no read in flight: the host decoding, threads waking, a busy machine's scheduling)
-#: is charged only beyond this many device steps' time (see :class:`BusyCheck`).
-OTHER_IDLE_STEPS = 1.0
+#: storage (no read in its latency: the host decoding, threads waking, a busy machine's
+#: scheduling) is charged only beyond this many device steps' time (see :class:`BusyCheck`).
+#: One step's time was not enough at a load of 8 on 2 cores: the solution's kernel, one control
+#: group among many, was off the CPU for more than 40 ms between some steps (graded 79.9 %).
+OTHER_IDLE_STEPS = 2.0
 
 
 class ImpossiblyFast(AssertionError):
@@ -395,10 +397,12 @@ class BusyCheck:
         if self.storage_wait_seconds is None:
             return (f"{head}: the device was busy {self.utilization:.0%} of it (the floor is "
                     f"{t.floor_seconds() * 1e3:.0f} ms).")
+        other = self.charged_idle_seconds - self.storage_wait_seconds
         return (f"{head}; the device waited {self.storage_wait_seconds * 1e3:.0f} ms for the "
-                f"storage: it was busy {self.utilization:.0%} of the time it was not idle for "
-                f"other reasons (before the first step, or up to "
-                f"{OTHER_IDLE_STEPS * t.kernel_seconds * 1e3:g} ms before each other).")
+                f"storage and idled {other * 1e3:.0f} ms more than "
+                f"{OTHER_IDLE_STEPS * t.kernel_seconds * 1e3:g} ms before a step for other "
+                f"reasons: it was busy {self.utilization:.0%} of the time it was not idle "
+                "otherwise (start-up before the first step is not counted).")
 
 
 def first_wrong_step(got: Any, want: Sequence[float]) -> str | None:
