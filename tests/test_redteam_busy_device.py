@@ -8,7 +8,7 @@ judge with the chapter's imports. A cheat must lose the cell's points; an honest
 them. Each cheat runs in a kernel of its own (a cheat that patches a class or leaves a thread
 would otherwise decide its neighbour's grade), and so does each honest fix.
 
-Against s6-device c836fb2 (29a0449 changes only the exercise's text): 11 of the 13 cheats lose
+Against s6-device c836fb2 and 6f7fd24 (two steps of other idle allowed): 11 of the 13 cheats lose
 the points; the two in ``GAPS`` keep them (idle time the grader does not charge, spent); the
 solution and the 6 honest fixes keep theirs (about 3 minutes).
 
@@ -132,7 +132,7 @@ def describe(record: dict) -> str:
 #: A failure of these kinds is the cheat's own code failing, not the check stopping it.
 BROKEN = frozenset({"SyntaxError", "IndentationError", "NameError", "ImportError",
                     "ModuleNotFoundError", "UnboundLocalError"})
-#: Cheats the rebuilt check does not stop: name → what it misses (against s6-device c836fb2).
+#: Cheats the rebuilt check does not stop: name → what it misses (s6-device c836fb2, 6f7fd24).
 GAPS: dict[str, str] = {
     "long_pause_before_the_first_step":
         "the device's idle time before its first step is charged only while a read is in "
@@ -140,8 +140,9 @@ GAPS: dict[str, str] = {
         "and decoded, then 2 s of sleep, then the steps; graded 98 % busy (24 ms of storage "
         "waits charged) for a device busy 960 ms of a 3452 ms run (28 %)",
     "host_work_hidden_in_the_idle_allowance":
-        "the device's idle time while no read is in flight is free up to a step's time "
-        "(OTHER_IDLE_STEPS × 40 ms) before each step, whatever the loop does with it: a serial "
+        "the device's idle time while no read is in flight is free up to OTHER_IDLE_STEPS "
+        "steps' time before each step (1 × 40 ms at c836fb2, 2 × 40 ms since 6f7fd24), "
+        "whatever the loop does with it: a serial "
         "loop with batched reads and 15 ms of host work a step was graded 95 % busy for a "
         "device busy 960 ms of a 1840 ms run (52 %; 20 ms: 96 % for 54 %)",
 }
