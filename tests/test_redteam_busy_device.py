@@ -1,0 +1,193 @@
+"""Red team of ``expect_busy_device`` (chapter 09's ``train_fast``), graded for real.
+
+Each entry of tests/redteam_busy_device.py is put in the ``train_fast`` answer cell of a
+notebook made of the chapter's set-up cells, that answer and the chapter's own test cell
+(``test_train_fast``, hidden tests included, read from the solution notebook), and run by the
+grader's Execute preprocessor: the kernel in the bubblewrap sandbox, the test cell decided by the
+judge with the chapter's imports. A cheat must lose the cell's points; an honest fix must keep
+them. Each cheat runs in a kernel of its own (a cheat that patches a class or leaves a thread
+would otherwise decide its neighbour's grade), and so does each honest fix.
+
+Against s6-device c836fb2 and 6f7fd24 (two steps of other idle allowed): 11 of the 13 cheats lose
+the points; the two in ``GAPS`` keep them (idle time the grader does not charge, spent); the
+solution and the 6 honest fixes keep theirs (about 3 minutes).
+
+:func:`grade_answers` is shared with tests/test_redteam_prefetcher.py.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from pathlib import Path
+
+import nbformat
+import pytest
+import redteam_busy_device as corpus
+from chapters import SOLUTIONS
+from traitlets.config import Config
+
+from autograder.intake.review import review
+from autograder.run.execute import GraderExecute
+
+pytestmark = pytest.mark.skipif(
+    not Path("/usr/bin/bwrap").exists() and os.environ.get("CI") != "true",
+    reason="bubblewrap is not installed (CI installs it; locally: apt-get install bubblewrap)")
+
+CHAPTER, NOTEBOOK = "09_pipeline", "pipeline"
+
+
+def instructor() -> dict:
+    return json.loads((SOLUTIONS / CHAPTER / f"{NOTEBOOK}.ipynb").read_text(encoding="utf-8"))
+
+
+def _grade_id(cell: dict) -> str | None:
+    return (cell.get("metadata", {}).get("nbgrader") or {}).get("grade_id")
+
+
+def setup_cells(source: dict) -> list[dict]:
+    """The chapter's set-up: its code cells before the first section (imports, constants,
+    ``drive_prefetcher``), as the student's notebook has them."""
+    cells = []
+    for cell in source["cells"]:
+        if cell["cell_type"] == "markdown" and "".join(cell["source"]).startswith("## "):
+            break
+        if cell["cell_type"] == "code":
+            cells.append(cell)
+    return cells
+
+
+def chapter_cell(source: dict, grade_id: str) -> dict:
+    """The cell of the solution notebook with this grade id (a test cell keeps its hidden
+    tests: the grader runs the instructor's version)."""
+    for cell in source["cells"]:
+        if _grade_id(cell) == grade_id:
+            return cell
+    raise LookupError(f"{CHAPTER}/{NOTEBOOK}.ipynb has no cell {grade_id!r}")
+
+
+def solution(grade_id: str) -> str:
+    """The instructor's answer, its solution markers dropped."""
+    lines = "".join(chapter_cell(instructor(), grade_id)["source"]).splitlines()
+    return "\n".join(line for line in lines if "### " not in line) + "\n"
+
+
+#: What the chapter's cells before the exercises have done by then in a student's kernel (§9.1
+#: wrote the PNGs with Pillow): Pillow imported, so its first import is not in a timed call.
+WARM = "from PIL import Image  # noqa: F401 - imported by §9.1's cells in the chapter"
+
+
+def grade_answers(answer_id: str, test_id: str, answers: list[str], folder: Path,
+                  timeout: int = 300) -> list[dict]:
+    """Grade each of ``answers`` in the ``answer_id`` cell, each followed by the chapter's
+    ``test_id`` cell, in one kernel: the grader's record of each test cell, in order."""
+    source = instructor()
+    answer, test = chapter_cell(source, answer_id), chapter_cell(source, test_id)
+    cells = [nbformat.from_dict(copy.deepcopy(c)) for c in setup_cells(source)]
+    cells.append(nbformat.v4.new_code_cell(WARM))
+    for code in answers:
+        mine = nbformat.from_dict(copy.deepcopy(answer))
+        mine.source = code
+        mine.outputs = []
+        cells += [mine, nbformat.from_dict(copy.deepcopy(test))]
+    for cell in cells:
+        cell.outputs, cell.execution_count = [], None
+        if isinstance(cell.source, list):
+            cell.source = "".join(cell.source)
+    nb = nbformat.v4.new_notebook(cells=cells)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    executor = GraderExecute(config=Config(), timeout=timeout,
+                             instructor_root=str(SOLUTIONS))
+    executor.preprocess(nb, {"metadata": {"path": str(folder)},
+                             "nbgrader": {"assignment": CHAPTER, "notebook": NOTEBOOK}})
+    return [{**cell.metadata.get("tinyprof", {}),
+             "outputs": [nbformat.from_dict(o) for o in cell.get("outputs", [])]}
+            for cell in nb.cells if _grade_id(cell) == test_id]
+
+
+def flags(answer_id: str, code: str) -> list[str]:
+    """What the grader's static review says of ``code`` in the ``answer_id`` cell of a
+    submitted notebook (the rest as released)."""
+    from autograder.samples import release
+
+    released = release(CHAPTER, f"{NOTEBOOK}.ipynb")
+    submitted = copy.deepcopy(released)
+    for cell in submitted["cells"]:
+        if _grade_id(cell) == answer_id:
+            cell["source"] = code
+    return [str(finding) for finding in review(submitted, released, instructor())]
+
+
+def describe(record: dict) -> str:
+    """The verdict and what the test printed, for a failure message."""
+    verdict = record.get("verdict", {})
+    printed = "".join(o.get("text", "") for o in record.get("outputs", []))
+    return (f"passed={verdict.get('passed')} {verdict.get('ename', '')}: "
+            f"{verdict.get('message', '')!s:.600} | printed: {printed[-600:]} | "
+            f"review: {record.get('review', [])}")
+
+
+#: A failure of these kinds is the cheat's own code failing, not the check stopping it.
+BROKEN = frozenset({"SyntaxError", "IndentationError", "NameError", "ImportError",
+                    "ModuleNotFoundError", "UnboundLocalError"})
+#: Cheats the rebuilt check does not stop: name → what it misses (s6-device c836fb2, 6f7fd24).
+GAPS: dict[str, str] = {
+    "long_pause_before_the_first_step":
+        "the device's idle time before its first step is charged only while a read is in "
+        "flight (start-up), whatever the loop does then: every batch read in one request each "
+        "and decoded, then 2 s of sleep, then the steps; graded 98 % busy (24 ms of storage "
+        "waits charged) for a device busy 960 ms of a 3452 ms run (28 %)",
+    "host_work_hidden_in_the_idle_allowance":
+        "the device's idle time while no read is in flight is free up to OTHER_IDLE_STEPS "
+        "steps' time before each step (1 × 40 ms at c836fb2, 2 × 40 ms since 6f7fd24), "
+        "whatever the loop does with it: a serial "
+        "loop with batched reads and 15 ms of host work a step was graded 95 % busy for a "
+        "device busy 960 ms of a 1840 ms run (52 %; 20 ms: 96 % for 54 %)",
+}
+#: Honest fixes that lose the points: name → why (none against c836fb2: each in its own kernel
+#: at a load of 5-7 on 2 cores, 89-99 % busy in three runs; against e54ffe9, wall-clock
+#: utilization, they measured 52-97 % at a load of 7-9).
+HONEST_LOSSES: dict[str, str] = {}
+
+
+def with_gaps(names: dict, gaps: dict) -> list:
+    """``names`` as pytest parameters, each known gap marked xfail (strict: it must keep
+    failing until the check closes it)."""
+    return [pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=gaps[name]))
+            if name in gaps else name for name in sorted(names)]
+
+
+@pytest.mark.parametrize("cheat", with_gaps(corpus.CHEATS, GAPS))
+def test_a_cheat_loses_the_busy_device_points(cheat, tmp_path):
+    [record] = grade_answers("train_fast", "test_train_fast", [corpus.CHEATS[cheat]], tmp_path)
+    verdict = record.get("verdict", {})
+    print(f"\n[red team] {cheat}: {describe(record)}")
+    assert verdict.get("ename") not in BROKEN, f"{cheat} itself is broken: {describe(record)}"
+    assert verdict.get("passed") is False, (
+        f"{cheat} kept the points of test_train_fast: {describe(record)}; static review: "
+        f"{flags('train_fast', corpus.CHEATS[cheat])}")
+
+
+def honest(name: str) -> str:
+    return solution("train_fast") if name == SOLUTION else corpus.HONEST[name]
+
+
+#: The instructor's own answer, graded beside the honest alternatives.
+SOLUTION = "the chapter's solution"
+
+
+@pytest.mark.parametrize("name", with_gaps({SOLUTION: "", **corpus.HONEST}, HONEST_LOSSES))
+def test_an_honest_fix_keeps_the_busy_device_points(name, tmp_path):
+    """Each in a kernel of its own, as a student's notebook is graded (a pool of worker
+    processes left by one fix would otherwise share the CPU with the next one's loop)."""
+    [record] = grade_answers("train_fast", "test_train_fast", [honest(name)], tmp_path)
+    print(f"\n[red team] honest {name}: {describe(record)}")
+    assert record.get("verdict", {}).get("passed") is True, (
+        f"the honest {name} lost the points of test_train_fast: {describe(record)}")
+
+
+@pytest.mark.parametrize("name", sorted(corpus.HONEST))
+def test_an_honest_fix_is_not_flagged(name):
+    assert flags("train_fast", corpus.HONEST[name]) == [], name

@@ -1,0 +1,85 @@
+"""Red team of chapter 09's Prefetcher exercise, graded for real.
+
+Each entry of tests/redteam_prefetcher.py is put in the ``Prefetcher`` answer cell of a notebook
+made of the chapter's set-up cells, that answer and the chapter's own test cell
+(``test_Prefetcher``, hidden tests included), and run by the grader (the kernel in the bubblewrap
+sandbox, the test decided by the judge: test_redteam_busy_device.grade_answers). A cheat must
+lose the cell's points; the chapter's solution and every honest alternative must keep them. Each
+cheat runs in a kernel of its own (a loader it leaves behind would otherwise count against its
+neighbour); the honest ones share one kernel.
+
+Against s6-prefetch a802e3d: 12 of the 16 cheats lose the points; the four in ``GAPS`` keep them
+(the probe's record is reachable, its report is the kernel's, its source can be told apart, its
+depths are few); the solution and the 4 honest prefetchers keep theirs (about 2 minutes).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import redteam_prefetcher as corpus
+from test_redteam_busy_device import BROKEN, describe, flags, grade_answers, solution, with_gaps
+
+pytestmark = pytest.mark.skipif(
+    not Path("/usr/bin/bwrap").exists() and os.environ.get("CI") != "true",
+    reason="bubblewrap is not installed (CI installs it; locally: apt-get install bubblewrap)")
+
+#: Cheats the rebuilt probe does not stop yet: name → what it misses (from the runs against the
+#: builder's branch).
+GAPS: dict[str, str] = {
+    "probe_reached_through_inspect":
+        "the probe's record of a scenario (its _Watch) is reachable from the source it hands "
+        "the class: inspect.getclosurevars(type(source).__next__) gives pull, and pull's gives "
+        "watch; a class without a thread marks each next item as begun and wipes in_consumer, "
+        "late and loaders in close(); the static review does not flag inspect.getclosurevars",
+    "report_forged_by_a_rebound_probe":
+        "the report the grader judges is made in the kernel by whatever the kernel's name "
+        "drive_prefetcher holds; a match statement's capture pattern (case drive_prefetcher:) "
+        "rebinds it without a flag (the review's bindings miss ast.MatchAs), and the plan and "
+        "the items are public functions of (depth, seed), so a forged report keeps every promise",
+    "correct_only_for_the_probes_source":
+        "the probe's source can be told apart from a real one (a class named batches with "
+        "__slots__ = (), as tinyprof's public source shows): a class bounded only for it reads "
+        "any other source whole",
+    "bound_only_at_the_tested_depths":
+        "the tests drive depths 1, 2 and 3 or 4 only (the visible test's 2, the hidden test's "
+        "1 and 3 + seed % 2): a queue unbounded above depth 4 is never seen",
+}
+#: Honest prefetchers that lose the points: name → why.
+HONEST_LOSSES: dict[str, str] = {}
+
+
+@pytest.mark.parametrize("cheat", with_gaps(corpus.CHEATS, GAPS))
+def test_a_cheat_loses_the_prefetcher_points(cheat, tmp_path):
+    [record] = grade_answers("Prefetcher", "test_Prefetcher", [corpus.CHEATS[cheat]], tmp_path)
+    verdict = record.get("verdict", {})
+    print(f"\n[red team] {cheat}: {describe(record)}")
+    assert verdict.get("ename") not in BROKEN, f"{cheat} itself is broken: {describe(record)}"
+    assert verdict.get("passed") is False, (
+        f"{cheat} kept the points of test_Prefetcher: {describe(record)}; static review: "
+        f"{flags('Prefetcher', corpus.CHEATS[cheat])}")
+
+
+@pytest.fixture(scope="module")
+def honest_records(tmp_path_factory) -> dict[str, dict]:
+    """The chapter's solution and every honest prefetcher, graded in one kernel."""
+    answers = {"the chapter's solution": solution("Prefetcher"), **corpus.HONEST}
+    records = grade_answers("Prefetcher", "test_Prefetcher", list(answers.values()),
+                            tmp_path_factory.mktemp("prefetch_honest"), timeout=600)
+    return dict(zip(answers, records))
+
+
+@pytest.mark.parametrize("name", with_gaps({"the chapter's solution": "", **corpus.HONEST},
+                                         HONEST_LOSSES))
+def test_an_honest_prefetcher_keeps_its_points(name, honest_records):
+    record = honest_records[name]
+    print(f"\n[red team] honest {name}: {describe(record)}")
+    assert record.get("verdict", {}).get("passed") is True, (
+        f"the honest {name} lost the points of test_Prefetcher: {describe(record)}")
+
+
+@pytest.mark.parametrize("name", sorted(corpus.HONEST))
+def test_an_honest_prefetcher_is_not_flagged(name):
+    assert flags("Prefetcher", corpus.HONEST[name]) == [], name
