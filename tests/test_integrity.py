@@ -221,6 +221,14 @@ ATTACKS = {
         "line 2: uses Application.instance, which reaches the kernel's internals",
     "from ipykernel.kernelapp import IPKernelApp\nk = IPKernelApp.instance().kernel\n":
         "line 2: uses IPKernelApp.instance, which reaches the kernel's internals",
+    # Found by the red team of chapter 09 (tests/redteam_prefetcher.py): a match pattern's capture
+    # rebinds a name as an assignment does, and getclosurevars reads a function's closure.
+    "match print:\n    case expect:\n        pass\n":
+        "line 1: rebinds expect, a test helper the test cells use",
+    "match {'a': 1}:\n    case {**expect}:\n        pass\n":
+        "line 1: rebinds expect, a test helper the test cells use",
+    "import inspect\nfound = inspect.getclosurevars(print)\n":
+        "line 2: uses inspect.getclosurevars, which reaches into frames or closures",
 }
 
 

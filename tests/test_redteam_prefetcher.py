@@ -8,9 +8,12 @@ lose the cell's points; the chapter's solution and every honest alternative must
 cheat runs in a kernel of its own (a loader it leaves behind would otherwise count against its
 neighbour); the honest ones share one kernel.
 
-Against s6-prefetch a802e3d: 12 of the 16 cheats lose the points; the four in ``GAPS`` keep them
-(the probe's record is reachable, its report is the kernel's, its source can be told apart, its
-depths are few); the solution and the 4 honest prefetchers keep theirs (about 2 minutes).
+Against s6-prefetch a802e3d: 12 of the 16 cheats lost the points at the first try. Two that kept
+them reached the probe through inspect.getclosurevars or rebound drive_prefetcher with a match
+pattern's capture: the static review now flags both (a flagged cheat counts as held: it is held
+for the instructor). The two in ``GAPS`` still keep them unflagged (the probe's source can be
+told apart, its depths are few); the solution and the 4 honest prefetchers keep theirs (about 2
+minutes).
 """
 
 from __future__ import annotations
@@ -29,16 +32,6 @@ pytestmark = pytest.mark.skipif(
 #: Cheats the rebuilt probe does not stop yet: name → what it misses (from the runs against the
 #: builder's branch).
 GAPS: dict[str, str] = {
-    "probe_reached_through_inspect":
-        "the probe's record of a scenario (its _Watch) is reachable from the source it hands "
-        "the class: inspect.getclosurevars(type(source).__next__) gives pull, and pull's gives "
-        "watch; a class without a thread marks each next item as begun and wipes in_consumer, "
-        "late and loaders in close(); the static review does not flag inspect.getclosurevars",
-    "report_forged_by_a_rebound_probe":
-        "the report the grader judges is made in the kernel by whatever the kernel's name "
-        "drive_prefetcher holds; a match statement's capture pattern (case drive_prefetcher:) "
-        "rebinds it without a flag (the review's bindings miss ast.MatchAs), and the plan and "
-        "the items are public functions of (depth, seed), so a forged report keeps every promise",
     "correct_only_for_the_probes_source":
         "the probe's source can be told apart from a real one (a class named batches with "
         "__slots__ = (), as tinyprof's public source shows): a class bounded only for it reads "
@@ -57,9 +50,11 @@ def test_a_cheat_loses_the_prefetcher_points(cheat, tmp_path):
     verdict = record.get("verdict", {})
     print(f"\n[red team] {cheat}: {describe(record)}")
     assert verdict.get("ename") not in BROKEN, f"{cheat} itself is broken: {describe(record)}"
-    assert verdict.get("passed") is False, (
-        f"{cheat} kept the points of test_Prefetcher: {describe(record)}; static review: "
-        f"{flags('Prefetcher', corpus.CHEATS[cheat])}")
+    # Tampering (reaching the probe's closures, rebinding a name the test uses) is the static
+    # review's to catch: a flagged submission is held for the instructor, never exported.
+    flagged = flags("Prefetcher", corpus.CHEATS[cheat])
+    assert verdict.get("passed") is False or flagged, (
+        f"{cheat} kept the points of test_Prefetcher unflagged: {describe(record)}")
 
 
 @pytest.fixture(scope="module")

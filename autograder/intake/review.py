@@ -111,7 +111,8 @@ REFLECTION = frozenset({"__code__", "__globals__", "__closure__", "__defaults__"
                         "CodeType"})
 WRITERS = frozenset({"update", "setdefault", "pop", "popitem", "clear", "__setitem__",
                      "__delitem__"})
-FRAMES = frozenset({"currentframe", "stack", "getouterframes", "getinnerframes", "trace"})
+FRAMES = frozenset({"currentframe", "stack", "getouterframes", "getinnerframes", "trace",
+                    "getclosurevars"})
 #: IPython's names for the notebook's input and output history.
 HISTORY = frozenset({"In", "Out", "_ih", "_oh", "_i", "_ii", "_iii", "_dh", "_exit_code"})
 #: Attributes of the IPython and ipykernel modules a notebook may use.
@@ -250,6 +251,8 @@ def _top_bindings(tree: ast.Module) -> list[tuple[str, ast.AST]]:
                 found.append((name, stmt))
         elif isinstance(node, ast.ExceptHandler) and node.name and top:
             found.append((node.name, stmt))
+        elif _match_capture(node) and (top or _match_capture(node) in declared):
+            found.append((_match_capture(node), stmt))
         elif isinstance(node, ast.comprehension):
             for part in [node.iter, *node.ifs]:
                 visit(part, stmt, top, declared)
@@ -274,9 +277,21 @@ def _bound_anywhere(tree: ast.AST) -> set[str]:
             names.add(node.name)
         elif isinstance(node, ast.ExceptHandler) and node.name:
             names.add(node.name)
+        elif _match_capture(node):
+            names.add(_match_capture(node))
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             names |= set(_import_targets(node))
     return names
+
+
+def _match_capture(node: ast.AST) -> str | None:
+    """The name a ``match`` pattern binds (``case expect:``, ``case [*rest]``, ``case {**rest}``),
+    which rebinds it as an assignment would; None for any other node."""
+    if isinstance(node, (ast.MatchAs, ast.MatchStar)):
+        return node.name
+    if isinstance(node, ast.MatchMapping):
+        return node.rest
+    return None
 
 
 def _import_targets(node: ast.Import | ast.ImportFrom) -> dict[str, str]:
@@ -660,7 +675,7 @@ class _Review(ast.NodeVisitor):
             self.flag(node, f"uses sys.{kind[4:]}")
         elif isinstance(node.value, ast.Name) and node.value.id == "inspect" \
                 and node.attr in FRAMES:
-            self.flag(node, f"uses inspect.{node.attr}, which reaches into frames")
+            self.flag(node, f"uses inspect.{node.attr}, which reaches into frames or closures")
         self.generic_visit(node)
 
     def _sets_own_field(self, node: ast.Attribute) -> bool:
