@@ -11,9 +11,10 @@ neighbour); the honest ones share one kernel.
 Against s6-prefetch a802e3d: 12 of the 16 cheats lost the points at the first try. Two that kept
 them reached the probe through inspect.getclosurevars or rebound drive_prefetcher with a match
 pattern's capture: the static review now flags both (a flagged cheat counts as held: it is held
-for the instructor). The two in ``GAPS`` still keep them unflagged (the probe's source can be
-told apart, its depths are few); the solution and the 4 honest prefetchers keep theirs (about 2
-minutes).
+for the instructor). A queue unbounded above depth 4 kept them while the hidden test drew
+depths 1 and 3 or 4; it also drives one of 5 to 8 now (a queue unbounded only above 8 would
+still pass). The one in ``GAPS`` still keeps them unflagged (the probe's source can be told
+apart); the solution and the 4 honest prefetchers keep theirs (about 2 minutes).
 """
 
 from __future__ import annotations
@@ -36,9 +37,6 @@ GAPS: dict[str, str] = {
         "the probe's source can be told apart from a real one (a class named batches with "
         "__slots__ = (), as tinyprof's public source shows): a class bounded only for it reads "
         "any other source whole",
-    "bound_only_at_the_tested_depths":
-        "the tests drive depths 1, 2 and 3 or 4 only (the visible test's 2, the hidden test's "
-        "1 and 3 + seed % 2): a queue unbounded above depth 4 is never seen",
 }
 #: Honest prefetchers that lose the points: name → why.
 HONEST_LOSSES: dict[str, str] = {}

@@ -12,12 +12,12 @@ behaves well only where the probe looks: at item 1, at one exception type and on
 while one item is held, or within a grace period after ``close()``.
 
 *Defence.* :func:`plan` draws the scenarios from a seed and the depth (the hidden test draws
-the seed at every grading, and drives depths 1 and 3 or 4; the visible test's is 2): sources
-that fail with each of :data:`ERRORS` at positions 0, ``depth``, ``depth + 1`` and others; slow
-and fast consumers and sources; early stops at several points, with the loader blocked on a
-full queue, inside a slow pull, or just started. :func:`drive_prefetcher` runs them in the
-kernel and reports plain values; :func:`check_prefetcher`, in the grader (the test cell runs in
-the judge), recomputes the plan from the seed and decides:
+the seed at every grading, and drives depths 1, 3 or 4, and 5 to 8; the visible test's is 2):
+sources that fail with each of :data:`ERRORS` at positions 0, ``depth``, ``depth + 1`` and
+others; slow and fast consumers and sources; early stops at several points, with the loader
+blocked on a full queue, inside a slow pull, or just started. :func:`drive_prefetcher` runs
+them in the kernel and reports plain values; :func:`check_prefetcher`, in the grader (the test
+cell runs in the judge), recomputes the plan from the seed and decides:
 
 - **the items**: their values are drawn from the seed, so the grader knows them; the consumer
   must get exactly the source's items, in order;
