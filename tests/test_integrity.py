@@ -194,6 +194,33 @@ ATTACKS = {
         "line 3: setattr() with a computed attribute name" + UNSURE,
     "class Sly:\n    def __post_init__(self):\n        object.__setattr__(tp.testing, 'x', 1)\n":
         "line 3: uses .__setattr__, which reaches into code or frames",
+    # issue 45: the kernel that handles the grader's requests, reached past the review
+    "from IPython import get_ipython as shell_of\nk, n = shell_of().kernel, 0\n"
+    "k.shell_handlers['execute_request'] = print\n":
+        "line 2: uses shell_of().kernel, the kernel that handles the grader's requests",
+    "from IPython import get_ipython as g\n(a, (k, b)) = (1, (g(), 2))\nk.kernel.session = None\n":
+        "line 3: reaches the kernel object (k, bound to get_ipython or to what it returns)",
+    "import IPython\nns = IPython.__dict__\nshell = ns['get_' + 'ipython']()\n":
+        "line 2: reads IPython.__dict__, a module's namespace (its names reached by key, out of "
+        "the review's sight)",
+    "import sys\nmods = sys.__dict__['modules']\n":
+        "line 2: reads sys.__dict__, a module's namespace (its names reached by key, out of the "
+        "review's sight)",
+    "import pickle\npickle.loads(b'cbuiltins\\nexec\\n(Vx = 1\\ntR.')\n":
+        "line 2: uses pickle.loads, which runs whatever code a pickle names (code the review "
+        "cannot see)",
+    "from pickle import loads as decode\n":
+        "line 1: uses pickle.loads, which runs whatever code a pickle names (code the review "
+        "cannot see)",
+    "import numpy\nnumpy.load('saved.npy', allow_pickle=True)\n":
+        "line 2: loads with allow_pickle, which runs whatever code a pickle names (code the "
+        "review cannot see)",
+    "import comm\nmanager = comm.get_comm_manager()\n":
+        "line 2: uses comm.get_comm_manager, which reaches the kernel's internals",
+    "from traitlets.config import Application\napp = Application.instance()\n":
+        "line 2: uses Application.instance, which reaches the kernel's internals",
+    "from ipykernel.kernelapp import IPKernelApp\nk = IPKernelApp.instance().kernel\n":
+        "line 2: uses IPKernelApp.instance, which reaches the kernel's internals",
 }
 
 

@@ -24,9 +24,13 @@ instructor relies on. A submission is flagged when a cell
 - assigns or deletes an attribute of any module (``math.isclose = ...``), or reaches one by a
   computed name (``getattr(m, "is" + "close")``, ``setattr``, ``delattr``);
 - reads the notebook's history (``In``, ``Out``, ``_ih``, ``_i3``, ``%history``), reaches the
-  kernel object (``get_ipython()`` other than for ordinary magics, ``IPython``/``ipykernel``
-  internals, ``import __main__``), or writes a Python file (which an import would then run
+  kernel object (``get_ipython()`` other than for ordinary magics, under any name it was bound
+  to, tuple unpacking included; ``.kernel``; ``IPython``/``ipykernel`` internals, and the
+  ``comm`` and ``traitlets`` objects that lead there; ``import __main__``), reads a module's
+  ``__dict__`` (its names by key), or writes a Python file (which an import would then run
   without review);
+- unpickles (``pickle.loads``, ``np.load(..., allow_pickle=True)``, ``shelve``...): a pickle
+  can call ``exec`` on any text, code the review never sees;
 - uses a private name of tinyprof (``tp.abtest._timed_rounds``).
 
 A method that builds or sets its own object (``__init__``, ``__post_init__``, ``__setattr__``,
@@ -112,6 +116,22 @@ FRAMES = frozenset({"currentframe", "stack", "getouterframes", "getinnerframes",
 HISTORY = frozenset({"In", "Out", "_ih", "_oh", "_i", "_ii", "_iii", "_dh", "_exit_code"})
 #: Attributes of the IPython and ipykernel modules a notebook may use.
 IPYTHON_PUBLIC = frozenset({"display", "version_info", "__version__"})
+#: Modules of IPython a notebook may import names from (``from IPython.display import HTML``).
+IPYTHON_PUBLIC_MODULES = frozenset({"IPython.display", "IPython.core.display"})
+#: Packages whose objects reach the kernel that handles the grader's requests (its comm
+#: manager: ``comm.get_comm_manager()``; its application: a traitlets singleton's
+#: ``instance()``), like IPython's and ipykernel's own.
+KERNEL_PACKAGES = frozenset({"IPython", "ipykernel", "comm", "traitlets"})
+#: What of a module turns bytes into objects by calling what the bytes name (a pickle can run
+#: ``exec`` with any text: code the review never sees), by module.
+UNPICKLERS = {"pickle": frozenset({"loads", "load", "Unpickler", "_loads", "_load",
+                                   "_Unpickler"}),
+              "_pickle": frozenset({"loads", "load", "Unpickler"}),
+              "dill": frozenset({"loads", "load", "Unpickler", "load_session"}),
+              "cloudpickle": frozenset({"loads", "load", "Unpickler"}),
+              "shelve": frozenset({"open", "Shelf", "DbfilenameShelf", "BsdDbShelf"}),
+              "joblib": frozenset({"load"}), "pandas": frozenset({"read_pickle"}),
+              "torch": frozenset({"load"})}
 
 
 @dataclass(frozen=True)
@@ -289,14 +309,36 @@ class _Aliases:
                     kind = _kind_of_import(target)
                     if kind:
                         self.names[name] = kind
-            elif isinstance(node, ast.Assign) and self.kind(node.value):
-                for target in node.targets:
-                    if isinstance(target, ast.Name):
-                        self.names[target.id] = self.kind(node.value)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and node.value:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    self._learn_binding(target, node.value)
             if isinstance(node, ast.Assign) and self.namespace_of(node.value) is not None:
                 for target in node.targets:
                     if isinstance(target, ast.Name):
                         self.namespaces[target.id] = self.namespace_of(node.value)
+
+    def _learn_binding(self, target: ast.AST, value: ast.AST) -> None:
+        """``target = value``: a name bound to what ``value`` is rooted at; tuples unpacked
+        item by item (``k, n = shell().kernel, 0``), and a tuple target of a value of a
+        known kind takes that kind for every name (``k, *_ = vars(shell)``)."""
+        if isinstance(target, ast.Name) and self.kind(value):
+            self.names[target.id] = self.kind(value)
+        elif isinstance(target, ast.Starred):
+            self._learn_binding(target.value, value)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            items = value.elts if isinstance(value, (ast.Tuple, ast.List)) else None
+            if items is not None and len(items) == len(target.elts) and \
+                    not any(isinstance(t, ast.Starred) for t in target.elts):
+                for item_target, item in zip(target.elts, items):
+                    self._learn_binding(item_target, item)
+                return
+            for item_target in target.elts:
+                if items is not None:
+                    for item in items:
+                        self._learn_binding(item_target, item)
+                else:
+                    self._learn_binding(item_target, value)
 
     def namespace_of(self, node: ast.AST) -> bool | None:
         """For ``x.__dict__``, ``vars(x)`` and ``globals()``: whether ``x`` is surely a module
@@ -336,8 +378,11 @@ def _kind_of_import(target: str) -> str | None:
         return "sys:" + target.split(":")[1] if ":" in target else "sys"
     if root == "builtins":
         return "builtins"
-    if root in ("IPython", "ipykernel") and ":" not in target:
+    if root in KERNEL_PACKAGES and ":" not in target:
         return "ipython-module"
+    if root in KERNEL_PACKAGES and module not in IPYTHON_PUBLIC_MODULES \
+            and target.split(":")[1] not in IPYTHON_PUBLIC:
+        return "ipython-module"   # from ipykernel.kernelapp import IPKernelApp
     if module == "os" and ":" not in target:
         return "os"
     if ":" not in target:
@@ -393,6 +438,9 @@ class _Review(ast.NodeVisitor):
         if isinstance(node, ast.ImportFrom) and node.module in ("gc", "threading"):
             for alias in node.names:
                 self._module_use(node, node.module, alias.name)
+        if isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                self._unpickler(node, (node.module or "").split(".")[0], alias.name)
         for module in modules:
             if module == "__main__":
                 self.flag(node, "imports __main__, the notebook's own namespace")
@@ -420,11 +468,20 @@ class _Review(ast.NodeVisitor):
                             "tests' code would be)")
         elif node.id == "get_ipython" and not self._ordinary_magic(node):
             self.flag(node, "reaches the kernel object (get_ipython())")
+        elif self.aliases.names.get(node.id) == "ipython" and isinstance(node.ctx, ast.Load) \
+                and not self._ordinary_magic(node):
+            self.flag(node, f"reaches the kernel object ({node.id}, bound to get_ipython or "
+                            "to what it returns)")
         elif self.aliases.names.get(node.id) == "module:gc" and \
                 isinstance(node.ctx, ast.Load) and \
                 not isinstance(getattr(node, "_parent", None), ast.Attribute):
             self.flag(node, f"hands the gc module on ({node.id}), out of the review's sight",
                       sure=False)
+
+    def _unpickler(self, node: ast.AST, module: str, name: str) -> None:
+        if name in UNPICKLERS.get(module, ()):
+            self.flag(node, f"uses {module}.{name}, which runs whatever code a pickle names "
+                            "(code the review cannot see)")
 
     def _module_use(self, node: ast.AST, module: str, name: str) -> None:
         """``gc.name`` or ``threading.name``, used or imported."""
@@ -465,6 +522,10 @@ class _Review(ast.NodeVisitor):
     # calls
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
+        if any(k.arg == "allow_pickle" and not (isinstance(k.value, ast.Constant)
+                                                and not k.value.value) for k in node.keywords):
+            self.flag(node, "loads with allow_pickle, which runs whatever code a pickle names "
+                            "(code the review cannot see)")
         if isinstance(func, ast.Name):
             self._call_by_name(node, func.id)
         if isinstance(func, ast.Attribute):
@@ -513,6 +574,8 @@ class _Review(ast.NodeVisitor):
             self.flag(node, f"calls {_dotted(func)} on an object other than self (it can set "
                             "the attributes of a module)", sure=False)
         kind = self.aliases.kind(func.value)
+        if kind and kind.startswith("module:"):
+            self._unpickler(node, kind[7:].split(".")[0], func.attr)
         if kind == "ipython" and func.attr in IPYTHON_CALLS:
             self._magic(node, func.attr)
         elif kind == "ipython":
@@ -568,14 +631,20 @@ class _Review(ast.NodeVisitor):
         kind = self.aliases.kind(node.value)
         if node.attr in REFLECTION and not self._sets_own_field(node):
             self.flag(node, f"uses .{node.attr}, which reaches into code or frames")
+        elif node.attr == "__dict__" and kind is not None:
+            self.flag(node, f"reads {_dotted(node)}, a module's namespace (its names reached "
+                            "by key, out of the review's sight)")
         elif node.attr == "__dict__" and not self._own_fields(node.value):
-            self._namespace_write(node, "a __dict__", sure=kind is not None)
+            self._namespace_write(node, "a __dict__", sure=False)
         if kind in ("module:gc", "module:threading"):
             self._module_use(node, kind[7:], node.attr)
         writes = isinstance(node.ctx, (ast.Store, ast.Del))
         verb = "assigns" if isinstance(node.ctx, ast.Store) else "deletes"
         if kind == "tinyprof" and _private(node.attr):
             self.flag(node, f"uses {_dotted(node)}, a private name of tinyprof")
+        if kind == "ipython" and node.attr == "kernel":
+            self.flag(node, f"uses {_dotted(node)}, the kernel that handles the grader's "
+                            "requests")
         if kind == "ipython-module" and node.attr not in IPYTHON_PUBLIC:
             self.flag(node, f"uses {_dotted(node)}, which reaches the kernel's internals")
         if node.attr == "history_manager":
