@@ -310,6 +310,188 @@ def test_no_deferred_work_gains_the_speed_point(cheat, tmp_path):
     assert expected in message, (cheat, message)
 
 
+# --- request handling: what the student's kernel saves on the grader's requests (issue 45) -----
+
+#: The slow twin, made to take one call per block: its second call (the one that chose
+#: ``calls`` when the candidate's own time chose it) burns 80 ms of CPU.
+ONE_CALL = GELU_SLOW + """
+import time
+_calls = [0]
+def gelu_with_grad(h):
+    _calls[0] += 1
+    if _calls[0] == 2:
+        end = time.process_time() + 0.08
+        while time.process_time() < end:
+            pass
+    return slow_gelu(h)
+"""
+#: The kernel's execute_request handler replaced by one that evaluates the grader's
+#: user_expressions itself, skipping IPython's cell machinery and the stream flushes (about
+#: 2 ms of CPU a request here), reached through a renamed get_ipython.
+QUICK_EXECUTE = """
+from IPython import get_ipython as shell_of
+_shell = shell_of()
+_kernel, _ = _shell.kernel, None
+_original = _kernel.shell_handlers["execute_request"]
+
+async def _quick(stream, ident, parent):
+    content = parent["content"]
+    asked = content.get("user_expressions") or {}
+    if content.get("code") != "" or not asked:
+        return await _original(stream, ident, parent)
+    found = {}
+    for name, expression in asked.items():
+        try:
+            found[name] = {"status": "ok", "data": {"text/plain": repr(eval(expression,
+                           _shell.user_ns))}, "metadata": {}}
+        except Exception as error:
+            found[name] = {"status": "error", "ename": type(error).__name__,
+                           "evalue": str(error), "traceback": []}
+    _kernel.session.send(stream, "execute_reply", {"status": "ok", "payload": [],
+                         "execution_count": _shell.execution_count,
+                         "user_expressions": found}, parent, ident)
+
+_kernel.shell_handlers["execute_request"] = _quick
+"""
+#: Part of the outputs finished by a thread after the call returns, while the grader reads
+#: the other kernel or the outputs (no access to the kernel's internals).
+FINISHING = """
+import queue, threading, time
+_jobs = queue.Queue()
+
+def _finish():
+    while True:
+        h, t, dy = _jobs.get()
+        time.sleep(0.001)
+        dy[...] = 0.5 * (1 + t) + 0.5 * h * (1 - t ** 2) * C * (1 + 3 * 0.044715 * h ** 2)
+
+threading.Thread(target=_finish, daemon=True).start()
+_calls = [0]
+
+def gelu_with_grad(h):
+    _calls[0] += 1
+    if _calls[0] == 2:
+        end = time.process_time() + 0.08
+        while time.process_time() < end:
+            pass
+    t = np.tanh(C * (h + 0.044715 * h ** 3))
+    dy = np.empty_like(h)
+    _jobs.put((h, t, dy))
+    return 0.5 * h * (1 + t), dy
+"""
+HANDLING = {
+    # issue 45's two: 3.2× (CI 3.0–3.6×) and 1.18×–1.30× before
+    "the slow twin with a cheaper execute_request handler, one call a block":
+        ONE_CALL + QUICK_EXECUTE,
+    "one call a block, outputs finished by a thread while the grader reads them": FINISHING,
+    # and the red team's own
+    "the slow twin taking one call a block": ONE_CALL,
+    "the slow twin with the kernel's per-request hooks replaced": GELU_SLOW + """
+gelu_with_grad = slow_gelu
+from IPython import get_ipython
+_kernel = get_ipython().kernel
+_kernel.pre_handler_hook = _kernel.post_handler_hook = lambda: None
+""",
+    "the slow twin with a cheaper serialisation in the kernel's session": GELU_SLOW + """
+gelu_with_grad = slow_gelu
+import json
+from IPython import get_ipython
+from jupyter_client.jsonutil import json_default
+_session = get_ipython().kernel.session
+_session.pack = lambda message: json.dumps(message, default=json_default,
+                                           separators=(",", ":")).encode()
+""",
+    "the slow twin with execute_request patched in the kernel's class": GELU_SLOW + """
+gelu_with_grad = slow_gelu
+from IPython import get_ipython
+_kernel = get_ipython().kernel
+_original = type(_kernel).execute_request
+async def execute_request(self, stream, ident, parent):
+    return await _original(self, stream, ident, parent)
+type(_kernel).execute_request = execute_request
+_kernel.shell_handlers["execute_request"] = _kernel.execute_request
+""",
+    "the slow twin with the comm manager's comm_msg replaced": GELU_SLOW + """
+gelu_with_grad = slow_gelu
+from IPython import get_ipython
+_manager = get_ipython().kernel.comm_manager
+_kernel = get_ipython().kernel
+def comm_msg(stream, ident, msg):
+    comm = _manager.comms.get(msg["content"]["comm_id"])
+    if comm is not None:
+        comm.handle_msg(msg)
+_kernel.shell_handlers["comm_msg"] = comm_msg
+""",
+    "the slow twin with garbage collection off (cheaper handling, no internals)": GELU_SLOW + """
+gelu_with_grad = slow_gelu
+import gc
+gc.disable()
+""",
+}
+
+
+def _printed(record: dict) -> str:
+    return "".join(output.get("text", "") for output in record["outputs"])
+
+
+@pytest.mark.parametrize("cheat", sorted(HANDLING))
+def test_no_saving_on_the_graders_requests_gains_the_speed_point(cheat, tmp_path):
+    """Issue 45: ``calls`` comes from the baseline alone, with blocks long enough that a
+    request's handling is at most 2 % of one; a block is charged less the clean kernel's tare,
+    never the student's; making, reading back and the rest are each charged for their own
+    excess; and a kernel whose request handling is not ipykernel's own is refused by the
+    runtime check."""
+    record = grade_cell(HANDLING[cheat], tmp_path, GELU_TEST)
+    verdict = record["verdict"]
+    assert not verdict["passed"], (cheat, record)
+    if "get_ipython" in HANDLING[cheat] or "shell_of" in HANDLING[cheat]:
+        assert verdict["ename"] == "TamperingDetected", (cheat, verdict)
+    else:
+        assert "not 1.25× faster" in verdict["message"], (cheat, verdict)
+        calls = int(verdict["message"].split(" interleaved rounds of ")[1].split()[0])
+        assert calls > 1, ("the candidate chose its own block", verdict)
+
+
+#: Honest GELUs besides GELU_HONEST (np.tanh in place, out=): numpy with fresh arrays only,
+#: the cube and the square as multiplies, nothing kept between calls.
+GELU_FRESH = """
+def gelu_with_grad(h):
+    h2 = h * h
+    t = np.tanh(C * h * (1 + 0.044715 * h2))
+    half = 0.5 * (1 + t)
+    dy = half + 0.5 * h * (1 - t * t) * C * (1 + 3 * 0.044715 * h2)
+    return h * half, dy
+"""
+#: In place with np.multiply and np.add's out=, every buffer made afresh at each call.
+GELU_OUT = """
+def gelu_with_grad(h):
+    x2 = np.multiply(h, h)
+    inner = np.multiply(x2, 0.044715)
+    np.add(inner, 1, out=inner)
+    np.multiply(inner, h, out=inner)
+    np.multiply(inner, C, out=inner)
+    t = np.tanh(inner, out=inner)
+    dy = np.multiply(t, t)
+    np.subtract(1, dy, out=dy)
+    np.multiply(dy, h, out=dy)
+    np.multiply(dy, 0.5 * C, out=dy)
+    np.multiply(x2, 3 * 0.044715, out=x2)
+    np.add(x2, 1, out=x2)
+    np.multiply(dy, x2, out=dy)
+    np.add(t, 1, out=t)
+    np.multiply(t, 0.5, out=t)
+    np.add(dy, t, out=dy)
+    return np.multiply(t, h, out=t), dy
+"""
+
+
+@pytest.mark.parametrize("honest", ["GELU_HONEST", "GELU_FRESH", "GELU_OUT"])
+def test_honest_gelus_keep_their_speed_point(honest, tmp_path):
+    record = grade_cell(globals()[honest], tmp_path, GELU_TEST)
+    assert record["verdict"]["passed"], (honest, record)
+    assert "Tier 1.25×: reached" in _printed(record), (honest, record)
+
+
 # --- chapter 08 through `python -m autograder grade --jobs 2` --------------------------------
 
 CHAPTER, NOTEBOOK = "08_faster", "faster.ipynb"

@@ -14,13 +14,24 @@ patched clock, a slowed-down baseline, work done while the other side is timed).
   output is a wrong output.
 - **CPU time, read from outside.** Each round times a block of ``calls`` calls on each side, in
   a random order, by the CPU time of each kernel's control group, read by the grader (all the
-  kernel's processes and threads). A side is charged its block less what a block request of
-  no calls costs the clean kernel (the request's own handling, the same on both sides), and
-  the candidate also whatever the rest of a round (making the inputs, reading the outputs
-  back, waiting while the other side runs) typically cost its kernel beyond what the
-  same requests cost the clean kernel (the median over the rounds): work done in the
-  background, or before or after the block, is charged to its kernel. Without control groups
-  it is each kernel's process tree, read from ``/proc``; the printed method says which.
+  kernel's processes and threads). Without control groups it is each kernel's process tree,
+  read from ``/proc``; the printed method says which.
+- **Only the function's work is charged.** The student's kernel handles the grader's requests
+  itself, and a cell can make that handling cheaper (its shell handlers, its session's
+  serialisation, its comm manager, all reachable from ``get_ipython().kernel``); a grade must
+  not depend on it. So ``calls`` is chosen from the baseline alone (the clean kernel's second
+  call), never from the candidate's time, with blocks long enough that a request's own handling
+  is at most :data:`~tinyprof.timing.speed.REQUEST_SHARE` of a block
+  (:func:`~tinyprof.timing.speed.choose_calls`): a candidate cannot force one call per block
+  and turn a request's saving into a per-call one. A side is charged its block less what a
+  block request of no calls costs the *clean* kernel (the tare), never a credit from the
+  student's kernel's own handling. The candidate is also charged, part by part (making the
+  inputs, reading the outputs back, the rest of the round: :data:`PARTS`), whatever that part
+  typically cost its kernel beyond what it cost the clean kernel (the median over the rounds),
+  each part on its own, so that a saving on one request never pays for work done in another:
+  work left to finish an output while the grader reads it (a thread, a lazy reader) is charged
+  to its kernel. And the runtime check of the switch (:mod:`tinyprof.testing.integrity`)
+  refuses a kernel whose request handling is not ipykernel's own.
 - **Every element of every output checked.** After each block, the grader draws positions and
   a seed, and each kernel reads every output array back at those positions and projects all
   its elements on :data:`SKETCHES` random weight vectors drawn from the seed (``pick``,
@@ -48,6 +59,7 @@ grader's speedup lies from the same measurement made inside a kernel, and from `
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import math
 import tempfile
@@ -59,7 +71,6 @@ from jupyter_core.utils import run_sync
 
 from tinyprof import wire
 from tinyprof.timing.speed import (
-    MAX_CALLS,
     Sampled,
     Speedup,
     check_outputs,
@@ -196,16 +207,17 @@ class SpeedBench:
     def _rounds(self, judge, clean, candidate, baseline, make_inputs, rounds, rtol, atol
                 ) -> Speedup:
         rng = np.random.default_rng()   # fresh inputs every grading: nothing to learn
-        seeds = iter(rng.integers(0, 2**62, size=2 + rounds * MAX_CALLS).tolist())
         sides = {"candidate": (judge, candidate), "baseline": (clean, baseline)}
         for made in range(2):   # a warm-up call each, then a call each to choose ``calls``
-            times = self._round(sides, make_inputs, [next(seeds)], rng, made, rtol, atol)
+            times = self._round(sides, make_inputs, [_seed(rng)], rng, made, rtol, atol)
         tares = [self._empty_block(clean, baseline, make_inputs) for _ in range(TARE_REQUESTS)]
-        calls = choose_calls(*(charged([times], side, float(np.median(tares)))[0]
-                               for side in ("candidate", "baseline")), rounds)
+        tare = float(np.median(tares))
+        # from the baseline alone: the candidate's own time never chooses its block
+        calls = choose_calls(max(times["baseline"]["block"] - tare, MIN_SECONDS), rounds,
+                             request_seconds=tare)
         made, spent = 2, []
         for _ in range(rounds):
-            spent.append(self._round(sides, make_inputs, [next(seeds) for _ in range(calls)],
+            spent.append(self._round(sides, make_inputs, [_seed(rng) for _ in range(calls)],
                                      rng, made, rtol, atol))
             tares.append(self._empty_block(clean, baseline, make_inputs))
             made += calls
@@ -231,47 +243,77 @@ class SpeedBench:
                ) -> dict[str, dict[str, float]]:
         """One round: each side makes the inputs of ``seeds`` in its kernel, then runs its
         block of calls on them, the sides in a random order; then both hand back samples of
-        their outputs, which are checked. Each kernel's CPU seconds in the block (``block``)
-        and in the rest of the round (``rest``: making inputs, sampling outputs, and whatever
-        else the kernel did meanwhile)."""
+        their outputs, which are checked. Each kernel's CPU seconds in each part of the round
+        (:data:`PARTS`): making the inputs (``make``), the block of calls (``block``), reading
+        the outputs back (``pick``), and the rest (``other``: whatever the kernel did while
+        the grader talked to the other kernel, a thread finishing outputs included)."""
         clocks = {"candidate": self.student_cpu, "baseline": self.reference.cpu_seconds}
         start = {side: clock() for side, clock in clocks.items()}
-        block, outputs = {}, {}
+        parts: dict[str, dict[str, float]] = {side: {} for side in clocks}
+        outputs = {}
         for side in rng.permutation(["candidate", "baseline"]):
             asker, target = sides[side]
-            kept = asker.make(make_inputs, seeds)
-            before = clocks[side]()
-            # the warm-up block, whose time is not used, runs under the switch's profile hook
-            outputs[side] = asker.time_calls(target, kept, watched=made == 0
-                                             and side == "candidate")
-            block[side] = clocks[side]() - before
+            with _charged_to(parts[side], "make", clocks[side]):
+                kept = asker.make(make_inputs, seeds)
+            with _charged_to(parts[side], "block", clocks[side]):
+                # the warm-up block, whose time is not used, runs under the switch's hook
+                outputs[side] = asker.time_calls(target, kept, watched=made == 0
+                                                 and side == "candidate")
         fractions = rng.random(PICKS).tolist()   # drawn once both blocks have run
         seed = int(rng.integers(0, 2**62))
-        picked = {side: _read_back(sides[side][0].pick(outputs[side], fractions, seed, SKETCHES),
-                                   fractions)
-                  for side in outputs}
-        whole = {side: clock() - start[side] for side, clock in clocks.items()}
+        picked = {}
+        for side in rng.permutation(["candidate", "baseline"]):
+            with _charged_to(parts[side], "pick", clocks[side]):
+                picked[side] = _read_back(sides[side][0].pick(outputs[side], fractions, seed,
+                                                              SKETCHES), fractions)
+        for side, clock in clocks.items():
+            parts[side]["other"] = clock() - start[side] - sum(parts[side].values())
         for side in ("baseline", "candidate"):
             refused = _refusal(picked[side], made)
             if refused:
                 raise AssertionError(refused)
         check_outputs(picked["candidate"], picked["baseline"], made, rtol, atol)
-        return {side: {"block": block[side], "rest": whole[side] - block[side]}
-                for side in clocks}
+        return parts
+
+
+#: The parts of a round besides the block; each is charged to the candidate on its own for
+#: what it cost the student's kernel beyond the clean kernel (:func:`charged`).
+PARTS = ("make", "pick", "other")
+
+
+@contextlib.contextmanager
+def _charged_to(parts: dict[str, float], part: str, clock: Callable[[], float]):
+    """Adds the CPU seconds ``clock`` counts during the block to ``parts[part]``."""
+    before = clock()
+    try:
+        yield
+    finally:
+        parts[part] = parts.get(part, 0.0) + clock() - before
+
+
+def _seed(rng: np.random.Generator) -> int:
+    return int(rng.integers(0, 2**62))
 
 
 def charged(spent: list[dict[str, dict[str, float]]], side: str, tare: float) -> list[float]:
-    """A side's CPU seconds for each round of ``spent``: its block less the request's own cost
-    (``tare``), plus, for the candidate, what the rest of a round typically cost its kernel
-    beyond what the same requests cost the clean kernel: the median over the rounds of that
-    excess, when positive. The median, not each round's own excess, because the two kernels'
-    rests differ by a few milliseconds of noise either way, and charging only the rounds where
-    the noise went against the candidate would bias every speedup down; work a kernel moves
-    out of its blocks in most rounds still moves the median by as much."""
+    """A side's CPU seconds for each round of ``spent``: its block less what a request's own
+    handling costs the *clean* kernel (``tare``), never the student's kernel's (which a cell can
+    make cheaper: whatever it saves is at most :data:`~tinyprof.timing.speed.REQUEST_SHARE` of
+    a block, :func:`~tinyprof.timing.speed.choose_calls`); plus, for the candidate, for each
+    other part of a round (:data:`PARTS`: making the inputs, reading the outputs back, the
+    rest), what that part typically cost its kernel beyond what it cost the clean kernel: the
+    median over the rounds of that excess, when positive. Each part on its own, so that what
+    the student's kernel saves on one request (cheaper handling of the make) never pays for
+    work done in another (outputs finished while they are read back). The median, not each
+    round's own excess, because the two kernels' parts differ by a few milliseconds of noise
+    either way, and charging only the rounds where the noise went against the candidate would
+    bias every speedup down; work a kernel moves out of its blocks in most rounds still moves
+    the median by as much."""
     extra = 0.0
     if side == "candidate":
-        extra = max(0.0, float(np.median([times["candidate"]["rest"] - times["baseline"]["rest"]
-                                          for times in spent])))
+        extra = sum(max(0.0, float(np.median([times["candidate"][part]
+                                              - times["baseline"][part] for times in spent])))
+                    for part in PARTS)
     return [max(times[side]["block"] - tare, MIN_SECONDS) + extra for times in spent]
 
 

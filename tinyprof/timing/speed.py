@@ -16,9 +16,11 @@ another must also give the same answers, and a fixed input invites remembering t
   read (:class:`Speedup`).
 
 A first call of each, on inputs of its own, is a warm-up (checked, not timed). ``calls`` is
-chosen from a second, untimed call of each unless given: enough calls that the candidate's
-block lasts :data:`BLOCK_SECONDS`, at most :data:`MAX_CALLS`, and no more than keeps the
-baseline's share of the whole measurement within :data:`BASELINE_BUDGET_SECONDS`.
+chosen from a second, untimed call of the baseline unless given (the candidate's is checked,
+never used: a candidate that chose its own block could make it as short as it likes): enough
+calls that the baseline's block lasts :data:`BLOCK_SECONDS`, at most :data:`MAX_CALLS`, and no
+more than keeps the baseline's share of the whole measurement within
+:data:`BASELINE_BUDGET_SECONDS` (:func:`choose_calls`).
 
 The autograder measures the same way, with each function in its own kernel and each block timed
 by that kernel's CPU time read from outside it (``autograder/run/speed.py``); a :class:`Speedup` is
@@ -38,9 +40,13 @@ import numpy as np
 from ..units import format_interval, format_seconds
 from .abtest import MIN_ROUNDS, bootstrap_ratio_ci
 
-#: Seconds a candidate's block of calls should last (longer blocks average out timer noise).
-BLOCK_SECONDS = 0.05
-MAX_CALLS = 32
+#: Seconds the baseline's block of calls should last at least (longer blocks average out timer
+#: noise). The number of calls is chosen from the baseline alone, never from the candidate.
+BLOCK_SECONDS = 0.1
+#: The largest share of a baseline's block that a request's own handling may take: whatever a
+#: kernel saves on handling the grader's requests is at most this much of a block.
+REQUEST_SHARE = 0.02
+MAX_CALLS = 2048
 #: The baseline's blocks over all rounds should take about this long at most.
 BASELINE_BUDGET_SECONDS = 5.0
 RTOL, ATOL = 1e-4, 1e-6
@@ -229,10 +235,14 @@ def _kind(value: Any) -> str:
     return f"an array of shape {shape}" if isinstance(shape, tuple) else type(value).__name__
 
 
-def choose_calls(candidate_seconds: float, baseline_seconds: float, rounds: int) -> int:
-    """Calls per block: enough for BLOCK_SECONDS of the candidate, at most MAX_CALLS, and no
-    more than keeps rounds × calls × baseline within BASELINE_BUDGET_SECONDS (at least 1)."""
-    wanted = math.ceil(BLOCK_SECONDS / max(candidate_seconds, 1e-6))
+def choose_calls(baseline_seconds: float, rounds: int, request_seconds: float = 0.0) -> int:
+    """Calls per block, from the baseline alone (the candidate cannot choose its own block):
+    enough that the baseline's block lasts :data:`BLOCK_SECONDS` and that a request's own
+    handling (``request_seconds``, what an empty block request costs a clean kernel) is at
+    most :data:`REQUEST_SHARE` of it; at most :data:`MAX_CALLS`, and no more than keeps
+    rounds × calls × baseline within :data:`BASELINE_BUDGET_SECONDS` (at least 1)."""
+    block = max(BLOCK_SECONDS, request_seconds / REQUEST_SHARE)
+    wanted = math.ceil(block / max(baseline_seconds, 1e-6))
     affordable = math.floor(BASELINE_BUDGET_SECONDS / max(rounds * baseline_seconds, 1e-6))
     return max(1, min(wanted, MAX_CALLS, affordable))
 
@@ -265,7 +275,7 @@ def measure_speedup(candidate: Callable, baseline: Callable, make_inputs: Callab
         baseline_once = _block("baseline", baseline, inputs, clock)
         candidate_once = _block("candidate", candidate, inputs, clock)
         check_outputs(candidate_once.outputs, baseline_once.outputs, 1, rtol, atol)
-        calls = choose_calls(candidate_once.seconds, baseline_once.seconds, rounds)
+        calls = choose_calls(baseline_once.seconds, rounds)
     order = np.random.default_rng(seed)
     base_times, cand_times = [], []
     for r in range(rounds):
@@ -322,5 +332,5 @@ def check_outputs(candidate: list, baseline: list, calls_before: int, rtol: floa
                                  "version must compute what the baseline computes")
 
 
-__all__ = ["BLOCK_SECONDS", "MAX_CALLS", "Sampled", "Speedup", "check_outputs", "choose_calls",
-           "first_difference", "measure_speedup", "qualified_name"]
+__all__ = ["BLOCK_SECONDS", "MAX_CALLS", "REQUEST_SHARE", "Sampled", "Speedup", "check_outputs",
+           "choose_calls", "first_difference", "measure_speedup", "qualified_name"]
