@@ -25,8 +25,15 @@ review or the runtime check). The classes tried, one line each in every cheat's 
   static review: ``get_ipython`` under another name with ``.kernel`` unpacked from a tuple
   (issue 45), a ``%time`` line magic's argument, a string run by ``cProfile.run``, a file not
   named ``.py`` run by ``runpy``, an object whose ``__reduce__`` runs it under ``pickle.loads``
-  (issue 45), ``code.InteractiveInterpreter``;
+  (issue 45), ``doctest``, ``timeit``; and past the runtime check: ``do_execute`` replaced on
+  ipykernel's class (the handler stays ipykernel's own), or the route installed by the first
+  timed call, after the switch (and its check) opened;
 - **the tare**: what an empty block costs, if read in the student's kernel, made dear;
+- **statistics**: each part of a round (making the inputs, the block, reading the outputs
+  back, the rest) is charged its own median excess over the clean kernel, so work moved to a
+  different part in turn, each part carrying it in fewer than half the rounds, moves no median
+  (the whole GELU moved, which leaves the blocks uneven and the interval wide; or half of it
+  moved with the blocks kept even);
 - **request cost without the kernel object**: the output streams replaced by plain files
   (ipykernel flushes ``sys.stdout`` and ``sys.stderr`` around every request, each a hand-off
   to its IOPub thread) and the garbage collector frozen, all through functions the review
@@ -375,6 +382,297 @@ if graded():
 def gelu_with_grad(h):
     one_call_per_block()
     return near_miss_gelu(h)
+""")
+
+#: The quick route one level down: ipykernel's own execute handler is kept (the bound method in
+#: ``shell_handlers``), but the class's ``do_execute``, which it calls, answers the grader's
+#: expression directly; the streams it flushes afterwards are plain files (contextlib).
+QUICK_DO_EXECUTE = r'''
+import contextlib, os, re
+import ipykernel.ipkernel as ipkernel
+import tinyprof.remote as remote
+
+ordinary = ipkernel.IPythonKernel.do_execute
+asked = re.compile(r'^__import__\("tinyprof\.remote"\)\.remote\.answer\("([A-Za-z0-9+/=]*)"\)$')
+
+async def do_execute(self, code, silent, store_history=True, user_expressions=None,
+                     allow_stdin=False, **more):
+    expressions = user_expressions or {}
+    found = [asked.match(text) for text in expressions.values()]
+    if code or not silent or not found or not all(found):
+        return await ordinary(self, code, silent, store_history, user_expressions, allow_stdin,
+                              **more)
+    waiting = self.shell.user_ns.get("WAITING", [])
+    while waiting:
+        waiting.pop().join()
+    return {"status": "ok", "execution_count": self.execution_count, "payload": [],
+            "user_expressions": {key: {"status": "ok", "metadata": {},
+                                       "data": {"text/plain": repr(remote.answer(m.group(1)))}}
+                                 for key, m in zip(expressions, found)}}
+
+ipkernel.IPythonKernel.do_execute = do_execute
+contextlib.redirect_stdout(open(os.devnull, "w")).__enter__()
+contextlib.redirect_stderr(open(os.devnull, "w")).__enter__()
+'''
+
+CHEATS["the quick route one level down: do_execute replaced on ipykernel's class"] = (
+    '"""The kernel\'s request handling replaced below its handler (the handler stays ipykernel\'s '
+    'own), run by timeit from a string."""\n' + DEFERRING_GELU + "QUICK_DO_EXECUTE = "
+    + repr(QUICK_DO_EXECUTE) + """
+import timeit
+timeit.timeit(QUICK_DO_EXECUTE, number=1)
+""")
+
+#: The quick route that installs itself only once a switch is open and removes itself as soon
+#: as a request arrives with the switch closed: a runtime check made when the switch opens or
+#: after it closes sees ipykernel's own handler.
+PASSING_KERNEL = QUICK_KERNEL.replace(
+    """        content = parent.get("content", {})
+""", """        if not vars(remote)["_switch"]:
+            kernel.shell_handlers["execute_request"] = ordinary
+            shell.user_ns["INSTALLED"][0] = False
+            return await ordinary(stream, ident, parent)
+        content = parent.get("content", {})
+""").replace("""    kernel.shell_handlers["execute_request"] = quick_execute
+""", """    kernel.shell_handlers["execute_request"] = quick_execute
+    shell.user_ns["INSTALLED"][0] = True
+""")
+
+CHEATS["the quick route installed in the timed block and gone when the switch closes"] = (
+    '"""The kernel\'s request handling replaced only between the switch\'s opening and its '
+    'closing (installed by the first timed call), out of a runtime check\'s sight."""\n'
+    + SLOW_PARTS + FORCE_ONE_CALL + "PASSING_KERNEL = " + repr(PASSING_KERNEL) + """
+import runpy, tempfile, threading
+WAITING, INSTALLED = [], [False]
+with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as notes:
+    notes.write(PASSING_KERNEL)
+
+def gelu_with_grad(h):
+    one_call_per_block()
+    if sys.getprofile() is None and not INSTALLED[0] and _seen["watched"]:
+        runpy.run_path(notes.name)
+    t = slow_t(h)
+    y, dy = np.empty_like(h), np.empty_like(h)
+    if not INSTALLED[0]:
+        slow_finish(h, t, y, dy)
+        return y, dy
+    worker = threading.Thread(target=slow_finish, args=(h, t, y, dy))
+    worker.start()
+    WAITING.append(worker)
+    return y, dy
+""")
+
+#: The statistics of the per-part charge: each part of a round (making the inputs, the block,
+#: reading the outputs back) is charged its median excess over the clean kernel, part by part.
+#: The quick route, installed once the switch is open and gone when it closes (as above), moves
+#: the function's work into a different part in turn: in one round of three the whole GELU is
+#: computed while the grader's inputs are made (the make request), in the next the last third
+#: of it while the outputs are read back (the pick request), in the third the function does it
+#: all in its block. Each part carries the work in fewer than half the rounds, so no part's
+#: median moves, and the block's median is the round that did two thirds of the work.
+ROTATING_KERNEL = r"""
+import base64, io, pickle, re
+import tinyprof.remote as remote
+from IPython import get_ipython as _shell
+
+class _Peek(pickle.Unpickler):
+    def persistent_load(self, pid):
+        return None
+
+def _install(shell, kernel):
+    ordinary = kernel.shell_handlers["execute_request"]
+    asked = re.compile(r'^__import__\("tinyprof\.remote"\)\.remote\.answer\("([A-Za-z0-9+/=]*)"\)$')
+    state = shell.user_ns["STATE"]
+    kept = vars(remote)["_objects"]
+
+    async def rotating_execute(stream, ident, parent):
+        if not vars(remote)["_switch"]:
+            kernel.shell_handlers["execute_request"] = ordinary
+            state["installed"] = False
+            return await ordinary(stream, ident, parent)
+        content = parent.get("content", {})
+        expressions = content.get("user_expressions") or {}
+        found = [asked.match(text) for text in expressions.values()]
+        if content.get("code") or not content.get("silent") or len(found) != 1 or not found[0]:
+            return await ordinary(stream, ident, parent)
+        payload = found[0].group(1)
+        kind = _Peek(io.BytesIO(base64.b64decode(payload))).load()[0]
+        if kind == "make":
+            state["round"] += 1
+            state["where"] = ("make", "pick", "block")[state["round"] % 3]
+        if kind == "pick":
+            while state["pending"]:
+                state["pending"].pop()()
+        state["in_block"] = kind == "time"
+        answer = remote.answer(payload)
+        state["in_block"] = False
+        if kind == "make" and state["where"] == "make" and kept and isinstance(kept[-1], list):
+            for args in kept[-1]:
+                state["ready"][id(args[0])] = shell.user_ns["whole_gelu"](args[0])
+        kernel.session.send(stream, "execute_reply",
+                            {"status": "ok", "execution_count": kernel.execution_count,
+                             "user_expressions": {key: {"status": "ok", "metadata": {},
+                                                        "data": {"text/plain": repr(answer)}}
+                                                  for key in expressions},
+                             "payload": []}, parent, ident=ident)
+
+    kernel.shell_handlers["execute_request"] = rotating_execute
+    state["installed"] = True
+
+_install(_shell(), _shell().kernel)
+"""
+
+CHEATS["per-part medians: the work moved to another part of the round in turn"] = (
+    '"""Statistics: each part of a round is charged its own median excess, so work moved into '
+    'a different part in turn (make, read-back, block) moves no median."""\n' + SLOW_PARTS + """
+import runpy, sys, tempfile
+STATE = {"installed": False, "round": 0, "where": "block", "in_block": False, "pending": [],
+         "ready": {}}
+ROTATING_KERNEL = """ + repr(ROTATING_KERNEL) + """
+with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as notes:
+    notes.write(ROTATING_KERNEL)
+
+def whole_gelu(h):
+    y, dy = np.empty_like(h), np.empty_like(h)
+    slow_finish(h, slow_t(h), y, dy)
+    return y, dy
+
+def gelu_with_grad(h):
+    timed = sys.getprofile() is None
+    if timed and not STATE["installed"]:
+        runpy.run_path(notes.name)
+    if not (timed and STATE["installed"] and STATE["in_block"]):
+        return whole_gelu(h)
+    if STATE["where"] == "make":
+        ready = STATE["ready"].pop(id(h), None)
+        if ready is not None:
+            return ready
+    if STATE["where"] == "pick":
+        cube = h ** 3
+        y, dy = np.empty_like(h), np.empty_like(h)
+        def finish():
+            slow_finish(h, np.tanh(GELU_C * (h + 0.044715 * cube)), y, dy)
+        STATE["pending"].append(finish)
+        return y, dy
+    return whole_gelu(h)
+""")
+
+#: The same, with the block kept even so that the interval stays narrow: every block computes the
+#: GELU of the first half of the rows; the second half is computed in another part of the round
+#: in turn: while the inputs are made, after the block's answer is sent (while the grader talks
+#: to the clean kernel: only in rounds where the candidate goes first, which the kernel tells from
+#: the time since its last read-back: the baseline's block, at least 0.1 s, lies between them
+#: otherwise), or while the outputs are read back, whichever has carried it least often so far.
+#: A thread puts ipykernel's handler back as soon as the switch closes, before the next test
+#: opens it again.
+EVEN_KERNEL = r"""
+import base64, io, pickle, re, threading, time
+import tinyprof.remote as remote
+from IPython import get_ipython as _shell
+
+class _Peek(pickle.Unpickler):
+    def persistent_load(self, pid):
+        return None
+
+def _install(shell, kernel):
+    ordinary = kernel.shell_handlers["execute_request"]
+    asked = re.compile(r'^__import__\("tinyprof\.remote"\)\.remote\.answer\("([A-Za-z0-9+/=]*)"\)$')
+    state = shell.user_ns["STATE"]
+    kept = vars(remote)["_objects"]
+    ahead = shell.user_ns["ahead"]
+
+    def run_pending():
+        while state["pending"]:
+            state["pending"].pop()()
+
+    async def even_execute(stream, ident, parent):
+        if not vars(remote)["_switch"]:
+            kernel.shell_handlers["execute_request"] = ordinary
+            state["installed"] = False
+            return await ordinary(stream, ident, parent)
+        content = parent.get("content", {})
+        expressions = content.get("user_expressions") or {}
+        found = [asked.match(text) for text in expressions.values()]
+        if content.get("code") or not content.get("silent") or len(found) != 1 or not found[0]:
+            return await ordinary(stream, ident, parent)
+        payload = found[0].group(1)
+        kind = _Peek(io.BytesIO(base64.b64decode(payload))).load()[0]
+        if kind == "make":
+            gap = time.monotonic() - state["last_pick"]
+            state["shortest"] = min(state.get("shortest", gap), gap)
+            first = gap < max(0.1, state["shortest"] + 0.05)
+            allowed = ("other", "make", "pick") if first else ("make", "pick")
+            state["where"] = min(allowed, key=lambda part: state["count"][part])
+            state["count"][state["where"]] += 1
+        if kind == "pick":
+            run_pending()
+        state["in_block"] = kind == "time"
+        answer = remote.answer(payload)
+        state["in_block"] = False
+        if kind == "make" and state["where"] == "make" and kept and isinstance(kept[-1], list):
+            for args in kept[-1] if state["every_call"] else kept[-1][:1]:
+                state["ready"][id(args[0])] = ahead(*args)
+        kernel.session.send(stream, "execute_reply",
+                            {"status": "ok", "execution_count": kernel.execution_count,
+                             "user_expressions": {key: {"status": "ok", "metadata": {},
+                                                        "data": {"text/plain": repr(answer)}}
+                                                  for key in expressions},
+                             "payload": []}, parent, ident=ident)
+        if kind == "time" and state["where"] == "other":
+            run_pending()
+        if kind == "pick":
+            state["last_pick"] = time.monotonic()
+
+    def restore_when_closed():
+        while vars(remote)["_switch"]:
+            time.sleep(0.001)
+        kernel.shell_handlers["execute_request"] = ordinary
+        state["installed"] = False
+
+    kernel.shell_handlers["execute_request"] = even_execute
+    state["installed"] = True
+    threading.Thread(target=restore_when_closed, daemon=True).start()
+
+_install(_shell(), _shell().kernel)
+"""
+
+CHEATS["per-part medians: half the work moved to another part in turn, the block even"] = (
+    '"""Statistics: each part of a round is charged its own median excess, so half the work, '
+    'moved to a different part in turn (make, after the block, read-back), moves no median; '
+    'the block stays even."""\n' + SLOW_PARTS + """
+import runpy, sys, tempfile
+STATE = {"installed": False, "where": "block", "in_block": False, "pending": [], "ready": {},
+         "last_pick": 0.0, "count": {"make": 0, "pick": 0, "other": 0}, "every_call": True}
+EVEN_KERNEL = """ + repr(EVEN_KERNEL) + """
+with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as notes:
+    notes.write(EVEN_KERNEL)
+
+def whole_gelu(h):
+    y, dy = np.empty_like(h), np.empty_like(h)
+    slow_finish(h, slow_t(h), y, dy)
+    return y, dy
+
+def half_into(h, y, dy, rows):
+    slow_finish(h[rows], slow_t(h[rows]), y[rows], dy[rows])
+
+def ahead(h):
+    y, dy = np.empty_like(h), np.empty_like(h)
+    half_into(h, y, dy, slice(h.shape[0] // 2, None))
+    return y, dy
+
+def gelu_with_grad(h):
+    timed = sys.getprofile() is None
+    if timed and not STATE["installed"]:
+        runpy.run_path(notes.name)
+    if not (timed and STATE["installed"] and STATE["in_block"]):
+        return whole_gelu(h)
+    first, second = slice(0, h.shape[0] // 2), slice(h.shape[0] // 2, None)
+    ready = STATE["ready"].pop(id(h), None) if STATE["where"] == "make" else None
+    y, dy = ready if ready is not None else (np.empty_like(h), np.empty_like(h))
+    half_into(h, y, dy, first)
+    if ready is None:
+        STATE["pending"].append(lambda: half_into(h, y, dy, second))
+    return y, dy
 """)
 
 # --- fast_step: a slow baseline leaves only a few calls per block -------------------------------

@@ -105,7 +105,23 @@ def describe(name: str, record: dict, flags: list[str]) -> str:
     return "\n".join(lines)
 
 
-@pytest.mark.parametrize("name", sorted(CHEATS))
+#: Cheats the check does not stop yet, and what it misses (each an xfail, strict: when the check
+#: closes the gap, the test says so).
+MISSED = {
+    "per-part medians: half the work moved to another part in turn, the block even":
+        "each part of a round is charged its own median excess over the clean kernel, so work "
+        "moved to a different part in turn (make, after the block, read-back) moves no median; "
+        "and the runtime check runs when a switch opens, so a route installed by the first "
+        "timed call and removed as the switch closes is never seen (nor is runpy by the review)",
+}
+
+
+def _cheats() -> list:
+    return [pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=MISSED[name]))
+            if name in MISSED else name for name in sorted(CHEATS)]
+
+
+@pytest.mark.parametrize("name", _cheats())
 def test_no_cheat_keeps_the_speed_points(name, tmp_path):
     """A cheat scores 0: its speed test fails (the grader's measurement, or the runtime check's
     TamperingDetected), or the static review flags the submission."""
