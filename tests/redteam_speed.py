@@ -33,7 +33,8 @@ review or the runtime check). The classes tried, one line each in every cheat's 
   back, the rest) is charged its own median excess over the clean kernel, so work moved to a
   different part in turn, each part carrying it in fewer than half the rounds, moves no median
   (the whole GELU moved, which leaves the blocks uneven and the interval wide; or half of it
-  moved with the blocks kept even);
+  moved with the blocks kept even, through a route installed after the switch opened, or
+  through the shell's ``user_expressions``, which the runtime check does not read);
 - **request cost without the kernel object**: the output streams replaced by plain files
   (ipykernel flushes ``sys.stdout`` and ``sys.stderr`` around every request, each a hand-off
   to its IOPub thread) and the garbage collector frozen, all through functions the review
@@ -665,6 +666,99 @@ def gelu_with_grad(h):
     if timed and not STATE["installed"]:
         runpy.run_path(notes.name)
     if not (timed and STATE["installed"] and STATE["in_block"]):
+        return whole_gelu(h)
+    first, second = slice(0, h.shape[0] // 2), slice(h.shape[0] // 2, None)
+    ready = STATE["ready"].pop(id(h), None) if STATE["where"] == "make" else None
+    y, dy = ready if ready is not None else (np.empty_like(h), np.empty_like(h))
+    half_into(h, y, dy, first)
+    if ready is None:
+        STATE["pending"].append(lambda: half_into(h, y, dy, second))
+    return y, dy
+""")
+
+#: The same rotation, one object further from the runtime check: the kernel, its session and its
+#: comm manager stay ipykernel's own, and the shell's ``user_expressions`` (an attribute of the
+#: shell object, which ipykernel's ``do_execute`` calls for every request of the grader's) is
+#: replaced from the start; work for after the block's answer is left to the kernel's event loop.
+SHELL_KERNEL = r"""
+import asyncio, base64, io, pickle, re, time
+import tinyprof.remote as remote
+from IPython import get_ipython as _shell
+
+class _Peek(pickle.Unpickler):
+    def persistent_load(self, pid):
+        return None
+
+def _install(shell):
+    ordinary = shell.user_expressions
+    asked = re.compile(r'^__import__\("tinyprof\.remote"\)\.remote\.answer\("([A-Za-z0-9+/=]*)"\)$')
+    state = shell.user_ns["STATE"]
+    kept = vars(remote)["_objects"]
+    ahead = shell.user_ns["ahead"]
+
+    def run_pending():
+        while state["pending"]:
+            state["pending"].pop()()
+
+    def user_expressions(expressions):
+        found = [asked.match(text) for text in expressions.values()]
+        if not vars(remote)["_switch"] or len(found) != 1 or not found[0]:
+            return ordinary(expressions)
+        payload = found[0].group(1)
+        kind = _Peek(io.BytesIO(base64.b64decode(payload))).load()[0]
+        if kind == "make":
+            gap = time.monotonic() - state["last_pick"]
+            state["shortest"] = min(state.get("shortest", gap), gap)
+            first = gap < max(0.1, state["shortest"] + 0.05)
+            allowed = ("other", "make", "pick") if first else ("make", "pick")
+            state["where"] = min(allowed, key=lambda part: state["count"][part])
+            state["count"][state["where"]] += 1
+        if kind == "pick":
+            run_pending()
+        state["in_block"] = kind == "time"
+        answer = remote.answer(payload)
+        state["in_block"] = False
+        if kind == "make" and state["where"] == "make" and kept and isinstance(kept[-1], list):
+            for args in kept[-1]:
+                state["ready"][id(args[0])] = ahead(*args)
+        if kind == "time" and state["where"] == "other":
+            asyncio.get_event_loop().call_soon(run_pending)
+        if kind == "pick":
+            state["last_pick"] = time.monotonic()
+        return {key: {"status": "ok", "metadata": {}, "data": {"text/plain": repr(answer)}}
+                for key in expressions}
+
+    shell.user_expressions = user_expressions
+    state["installed"] = True
+
+_install(_shell())
+"""
+
+CHEATS["per-part medians, through the shell: user_expressions replaced from the start"] = (
+    '"""Statistics as above, through an object the runtime check does not read: the shell\'s '
+    'user_expressions, replaced once by a string run by timeit."""\n' + SLOW_PARTS + """
+import sys, timeit
+STATE = {"installed": False, "where": "block", "in_block": False, "pending": [], "ready": {},
+         "last_pick": 0.0, "count": {"make": 0, "pick": 0, "other": 0}}
+SHELL_KERNEL = """ + repr(SHELL_KERNEL) + """
+
+def whole_gelu(h):
+    y, dy = np.empty_like(h), np.empty_like(h)
+    slow_finish(h, slow_t(h), y, dy)
+    return y, dy
+
+def half_into(h, y, dy, rows):
+    slow_finish(h[rows], slow_t(h[rows]), y[rows], dy[rows])
+
+def ahead(h):
+    y, dy = np.empty_like(h), np.empty_like(h)
+    half_into(h, y, dy, slice(h.shape[0] // 2, None))
+    return y, dy
+
+timeit.timeit(SHELL_KERNEL, number=1)
+
+def gelu_with_grad(h):
+    if not (sys.getprofile() is None and STATE["in_block"]):
         return whole_gelu(h)
     first, second = slice(0, h.shape[0] // 2), slice(h.shape[0] // 2, None)
     ready = STATE["ready"].pop(id(h), None) if STATE["where"] == "make" else None

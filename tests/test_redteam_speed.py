@@ -113,11 +113,17 @@ MISSED = {
         "moved to a different part in turn (make, after the block, read-back) moves no median; "
         "and the runtime check runs when a switch opens, so a route installed by the first "
         "timed call and removed as the switch closes is never seen (nor is runpy by the review)",
+    "per-part medians, through the shell: user_expressions replaced from the start":
+        "each part of a round is charged its own median excess, so work moved to a different "
+        "part in turn moves no median; and the runtime check reads the kernel, its session and "
+        "comm manager, not the shell whose user_expressions ipykernel calls for every request "
+        "(nor does the review read a string run by timeit)",
 }
 
 
 def _cheats() -> list:
-    return [pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=MISSED[name]))
+    return [pytest.param(name, marks=pytest.mark.xfail(strict=True, raises=AssertionError,
+                                                      reason=MISSED[name]))
             if name in MISSED else name for name in sorted(CHEATS)]
 
 
