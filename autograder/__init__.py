@@ -70,9 +70,12 @@ worker) or the sandbox around a student's kernel. Student code runs only in the 
   made here; each side is timed by its kernel's control-group CPU time over whole rounds, read
   here; every output is read back at positions, and projected whole on random signs, both
   drawn after both sides ran, and an output that is not plain data is refused here from what
-  the kernel hands back. *Threat*: a patched clock, a slowed-down baseline, work hidden in the
-  background, remembered outputs, work put off until an output is read (lazy arrays, a thread
-  that fills them late, a replaced reader in the kernel).
+  the kernel hands back; calls per block come from the baseline alone, a block is charged
+  less the clean kernel's request cost, and each other part of a round its own excess.
+  *Threat*: a patched clock, a slowed-down baseline, work hidden in the background,
+  remembered outputs, work put off until an output is read (lazy arrays, a thread that fills
+  them late, a replaced reader in the kernel), a kernel that handles the grader's requests
+  more cheaply, a candidate choosing its own block.
 - ``memory_check``: a leak test's loop runs in the student's kernel while a thread here reads
   the kernel's control-group memory at random times; the growth per step and its interval are
   fitted here, and the loop's losses checked at every step against a clean loop run here.

@@ -11,7 +11,12 @@ into tinyprof's own fix. Against issue 39, a ``gelu_with_grad`` timed against
 ``pipeline.gelu_slow`` puts its work off until the grader reads its outputs (an ndarray subclass,
 an object with ``__array__``, a background thread, a replaced ``tinyprof.remote`` reader): each
 must fail too, beside an honest GELU that passes; and chapter 08 is graded through ``python -m
-autograder grade`` with issue 39's lazy student beside the solution.
+autograder grade`` with issue 39's lazy student beside the solution. Against issue 45, the slow
+twin saves on the grader's requests instead (a cheaper execute_request handler, session
+serialisation, comm handling or per-request hooks, one call a block, a thread that finishes the
+outputs while they are read, garbage collection off): none reaches the tier, and each that
+replaces the kernel's request handling is refused by the runtime check; three honest GELUs
+(in place with out=, fresh numpy arrays, every buffer made afresh) keep their point.
 """
 
 from __future__ import annotations
