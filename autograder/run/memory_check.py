@@ -12,8 +12,8 @@ the test prints). Here the grade rests on what the loop keeps, as a function of 
   process of the kernel (a child it started to hold memory) and the files of its tmpfs folders
   (its scratch folder, /tmp); without control groups, the resident set of its process tree from
   ``/proc`` (which misses tmpfs files: the printed method says which).
-- **Two runs, at step counts the kernel learns only when called.** N is drawn here from 0.6
-  to 1.2 times ``steps`` at every grading, and the loop runs N and 2N steps in a random order
+- **Two runs, at step counts the kernel learns only when called.** N is drawn here from 1 to
+  2 times ``steps`` at every grading, and the loop runs N and 2N steps in a random order
   (``tinyprof.memcheck.measure_twice``); what grows between them is the leak. A leak that
   starts after the printed step counts, or only at them, is in the runs.
 - **Each run in a fork, held after it returns** (``tinyprof.testing.forked``, one judge call,
@@ -27,7 +27,7 @@ the test prints). Here the grade rests on what the loop keeps, as a function of 
   it, and both are charged to the group.
 - **The grader decides.** Kept and held per step are the differences between the 2N and N
   runs over N; each must stay under the tolerance (1 kB a step, the chapter's) plus the slack
-  two leak-free runs differ by over N (512 kB kept, 1 MB held), and held under
+  two leak-free runs differ by over N (1.5 MB each), and held under
   ``tinyprof.memcheck.BUDGET``. A first fork that runs no step comes before the two, so that
   what forking allocates in the kernel the first time is in neither. The losses the kernel
   hands back are checked at every step against a clean loop run here on the same seed, drawn
@@ -35,14 +35,13 @@ the test prints). Here the grade rests on what the loop keeps, as a function of 
 
 What the grader observes: the group's memory before each run, at random times during it, and
 after the loop returned and the child settled; the losses. What it cannot: which pages hold
-what (a leak and a ballast the loop allocates itself, at the start of each run and at a level
-that does not depend on the steps, look alike until the leak outgrows the budget: a leak of
-``BUDGET / 2N`` a step can hide that way); a loop that asks whether it is being tested (its
-caller, a fork) and behaves only then (the static review flags the calls such a loop needs,
-``os.getpid``/``sys._getframe`` excepted); work done outside the kernel's group. The fork is the
-kernel's own act, done by tinyprof's code there: a kernel that patched it is what the static
-review and the runtime check look for (``intake.review``: patched modules, tinyprof's private
-names).
+what (a leak paid for by a ballast the loop allocates itself at the start of each run, freed as
+the leak grows, looks flat until the ballast outgrows the budget: about 21 MB / 2N, 9 to 18 kB
+a step at the chapter's step counts, can hide that way); a loop that asks whether it is being
+tested (its caller's frame, a changed process id) and behaves only then; work done outside the
+kernel's group. The fork is the kernel's own act, done by tinyprof's code there: a kernel that
+patched it is what the static review and the runtime check look for (``intake.review``: patched
+modules, tinyprof's private names).
 """
 
 from __future__ import annotations

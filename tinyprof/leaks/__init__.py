@@ -9,7 +9,8 @@
   plateau / noise (:func:`~.growth.growth_per_step`, :func:`~.growth.t_quantile`);
 * :mod:`.snapshots` — two tracemalloc snapshots compared by line or traceback
   (:func:`~.snapshots.top_growth`);
-* :mod:`.check` — ``expect_leak_free``: a loop run for many steps while the grader reads the
+* ``expect_leak_free`` lives in :mod:`tinyprof.memcheck`: a loop run for N and 2N steps, each
+  run in a fork of the kernel (:mod:`tinyprof.testing.forked`) while the grader reads the
   kernel's memory from outside (autograder/run/memory_check.py).
 """
 

@@ -61,8 +61,14 @@ class HeldChild:
     def finish(self) -> Any:
         """Let the child go; the loop's value (or the loop's exception raised here)."""
         try:
-            os.write(self._go, b"g")
+            try:
+                os.write(self._go, b"g")
+            except BrokenPipeError:   # the child is gone: what it left, if anything
+                pass
             data = _read_all(self._answer)
+        except BaseException:
+            _kill(self.pid)
+            raise
         finally:
             _close(self._go, self._answer)
             _reap(self.pid)
