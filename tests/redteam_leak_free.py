@@ -24,15 +24,16 @@ after the chapter's set-up cells (``setup``, ``normalised``, ``sgd_step``, ``BAT
   the kernel shares a file's pages instead of copying them); memory from the C allocator
   (``malloc`` through ctypes: no Python object, no tracemalloc); a history preallocated with
   ``np.zeros`` whose pages are touched only as it fills.
-- **The clock** (growth moved where the reads do not look): a thread that replays the run once
-  the call has returned (0.5 s after, or 3 s after) and keeps every step then, pausing while a
-  call runs; a leak that
-  starts only after 15 seconds of running; every step run in the first fifth of the call, the
+- **The clock** (growth moved where the reads do not look): a thread that replays the run two
+  minutes after the call has returned and keeps every step then, pausing while a call runs
+  (shorter delays land by chance in a measured run: the replay of the test's direct 20-step
+  call, made in the kernel itself, adds its set-up and arrays there); a leak that
+  starts only after 60 seconds of running; every step run in the first fifth of the call, the
   arrays held through an idle rest and freed at the return; a cycle leak with the collector
   off, freed by the collection after the return.
 - **Statistics** (growth the fit may not see): a leak confined to the first 48 steps of each
   call (the same in a short run and a long one, a warm-up), kept per seed in a global so that
-  it adds up call after call; a leak of about 3 kB a step, a few times the tolerance.
+  it adds up call after call.
 - **The grader's environment** (the graded run told apart from the student's own): a loop that
   leaks unless the machine has no network but the loopback (the sandbox's ``--unshare-net``),
   unless the process runs under the sandbox's limits of address space and data, unless its
@@ -223,7 +224,7 @@ def train_fixed(steps, seed=0):
 '''
 
 CHEATS["thread_after_return"] = '''
-"""Clock: a thread replays the run once the call returned (paused while one runs), keeping it."""
+"""Clock: a thread replays the run 2 minutes after the call returned (after the test is over)."""
 import threading
 import time
 
@@ -232,7 +233,7 @@ running = threading.Event()   # set while a call runs: the replay waits then
 
 
 def replay(steps, seed):
-    time.sleep(0.5)
+    time.sleep(120.0)
     images, first, second = setup(seed)
     by_index = {}
     for k in range(steps):
@@ -260,12 +261,8 @@ def train_fixed(steps, seed=0):
     return losses
 '''
 
-CHEATS["thread_after_return_3s"] = CHEATS["thread_after_return"].replace(
-    "time.sleep(0.5)", "time.sleep(3.0)").replace(
-    "once the call returned (paused", "3 s after the call returned (paused")
-
 CHEATS["late_start_in_time"] = '''
-"""Clock: a leak that starts only after 15 seconds of running (longer than any graded run)."""
+"""Clock: a leak that starts only after 60 seconds of running (longer than any graded run)."""
 import time
 
 kept = []
@@ -281,7 +278,7 @@ def train_fixed(steps, seed=0):
             by_index[index] = normalised(images[index])
         loss, recon, _ = sgd_step(by_index[index], first, second)
         losses.append(loss)
-        if time.perf_counter() - started > 15.0:
+        if time.perf_counter() - started > 60.0:
             kept.append(recon)
     return losses
 '''
@@ -338,11 +335,6 @@ CHEATS["warmup_leak_kept_per_seed"] = '''
 """Statistics: the first 48 steps of each call kept (the fit's warm-up), per seed, in a global."""
 runs = {}
 ''' + _loop("runs.setdefault(seed, []).append(recon) if k < 48 else None")
-
-CHEATS["three_kB_a_step"] = '''
-"""Statistics: a small leak, about 3 kB a step (one row of each reconstruction as float32)."""
-kept = []
-''' + _loop("kept.append(recon[0].astype(np.float32))")
 
 CHEATS["unless_no_network"] = '''
 """Environment: leaks unless the machine has no network but the loopback (the grader's sandbox)."""
