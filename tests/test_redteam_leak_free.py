@@ -1,0 +1,203 @@
+"""Chapter 10's leak check against its red team (tests/redteam_leak_free.py), graded for real.
+
+Each answer is graded the way the grader grades the chapter: the chapter's own set-up cells, the
+answer cell, then the chapter's own ``test_train_fixed`` cell with its hidden tests, read from
+the instructor notebook (so the test follows the chapter), run by ``GraderExecute`` in the real
+sandbox, the verdict decided in the grader (autograder/run/memory_check.py). Every cheat must
+lose the test's points or be flagged by the static review (autograder/intake/review.py, run on
+the chapter's notebook handed in with that answer); every honest answer must keep the points,
+unflagged. The honest answers share one kernel
+(each answer cell is followed by its own copy of the test cell); each cheat has a kernel of its
+own, since some leave threads, ballasts or sockets behind.
+
+A cheat the check does not stop yet, or an honest answer it punishes, is marked
+``xfail(strict=True)`` with what the check misses, so that the gap stays visible and a fix turns
+the mark into a failure to remove.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+from chapters import NOTEBOOKS, SOLUTIONS
+from nbformat.v4 import new_code_cell, new_notebook
+from redteam_leak_free import CHEATS, HONEST, SWITCHED
+from traitlets.config import Config
+
+from autograder import samples
+from autograder.intake.review import review
+from autograder.run.execute import GraderExecute
+
+pytestmark = pytest.mark.skipif(
+    not Path("/usr/bin/bwrap").exists() and os.environ.get("CI") != "true",
+    reason="bubblewrap is not installed (CI installs it; locally: apt-get install bubblewrap)")
+
+CHAPTER = SOLUTIONS / "10_leaks" / "leaks.ipynb"
+TEST_ID = "test_train_fixed"
+#: What the check misses, for each cheat that still keeps the points, with what the grader
+#: printed against s6-leak c25672c (each one an xfail(strict=True)).
+SOCKETS = ("socket memory is not charged to the kernel's memory group (cgroup v1 charges TCP "
+           "buffers only under a kmem.tcp limit, netlink and UDP queues never): every step's "
+           "200 kB sits in {}, and the grader reads less than 1 kB a step kept")
+MISSED: dict[str, str] = {
+    "tcp_loopback": SOCKETS.format("TCP buffers over the sandbox's loopback"),
+    "netlink_queues": SOCKETS.format("netlink receive queues (no network needed)"),
+    "file_ballast": "a tmpfs file's pages are shared with the fork, not copied: truncating a "
+                    "pre-touched file of /tmp in the fork gives back pages of the kernel's "
+                    "and pays for the leak (141 B a step kept)",
+    "pretouched_file_history": "a file mapped shared (np.memmap) is written in place by the "
+                               "fork, no page copied: a history written into pre-touched file "
+                               "pages adds nothing (−641 B a step kept) and stays in the kernel",
+    "thread_after_return": "the kept memory is read once, right after the fork settles, and the "
+                           "fork is ended after; nothing is read once the test is over: a leak "
+                           "that lands 2 minutes after the loop returns is never read",
+    "late_start_in_time": "the runs are at most 4 times the printed steps, seconds: a leak "
+                          "that starts after 60 s of running is never in them",
+    "warmup_leak_kept_per_seed": "a leak of a fixed size per call (48 steps, 9.6 MB) cancels "
+                                 "between the N and 2N runs and stays under the 40 MB budget "
+                                 "(kept 15.8 MB in both, the solution's 6 MB); each run is a "
+                                 "fork, so its growth call after call is never seen",
+    "unless_no_network": "the sandbox has no network interface but lo (/proc/net/dev); a "
+                         "student's machine always has one: the loop leaks everywhere but here",
+    "unless_rlimits": "the sandbox's address-space and data limits are in /proc/self/limits, "
+                      "unlimited on a student's machine",
+    "unless_called_by_the_grader": "tinyprof/remote.py is on the loop's call stack when the "
+                                   "grader calls it (traceback.extract_stack, not flagged)",
+    "unless_in_a_fork": "each run is a fork: os.getpid() is not the kernel's (os.getpid is not "
+                        "flagged by the review)",
+    "unless_the_seed_is_drawn": "the check's seeds are drawn from 2**31: a loop that leaks only "
+                                "for the small seeds people type is never measured leaking",
+}
+#: Honest answers the check punishes, and why (each one an xfail(strict=True)).
+PUNISHED: dict[str, str] = {}
+
+
+def chapter_cells() -> tuple[list[str], str]:
+    """The chapter's set-up code cells (up to the one defining ``sgd_step``) and the source of
+    its ``train_fixed`` test cell, hidden tests included, from the instructor notebook."""
+    notebook = json.loads(CHAPTER.read_text(encoding="utf-8"))
+    setup, test = [], None
+    for cell in notebook["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        source = "".join(cell["source"])
+        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        if grade_id == TEST_ID:
+            test = source
+        elif grade_id is None and "def sgd_step" not in "".join(setup):
+            setup.append(source)
+    assert setup and "def sgd_step" in setup[-1], "the chapter's set-up no longer defines sgd_step"
+    assert test and "expect_leak_free(train_fixed" in test, f"no {TEST_ID} cell calls the check"
+    return setup, test
+
+
+def graded(answers: list[str], folder: Path) -> list[dict]:
+    """The grader's record (verdict and outputs) of the chapter's test cell after each answer,
+    all in one sandboxed kernel, in order."""
+    setup, test = chapter_cells()
+    cells = [new_code_cell(source) for source in setup]
+    for number, answer in enumerate(answers):
+        cells.append(new_code_cell(answer))
+        check = new_code_cell(test)
+        check.metadata["nbgrader"] = {"grade": True, "solution": False, "locked": True,
+                                      "grade_id": f"{TEST_ID}_{number}", "points": 4,
+                                      "schema_version": 3}
+        cells.append(check)
+    nb = new_notebook(cells=cells)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    config = Config()
+    config.GraderExecute.instructor_root = str(SOLUTIONS)   # the test cell's imports: the grader's
+    resources = {"metadata": {"path": str(folder)},
+                 "nbgrader": {"assignment": CHAPTER.parent.name, "notebook": CHAPTER.stem}}
+    GraderExecute(config=config, timeout=600).preprocess(nb, resources)
+    records = []
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade"):
+            records.append({**cell.metadata.get("tinyprof", {}),
+                            "outputs": [nbformat.from_dict(o) for o in cell.outputs]})
+    return records
+
+
+def flags(answer: str) -> list[str]:
+    """What the static review (autograder/intake/review.py) finds in the chapter's notebook
+    handed in with ``answer`` as ``train_fixed``'s cell (the other answers the solution's)."""
+    chapter, name = CHAPTER.parent.name, CHAPTER.name
+    answers = {**samples.solutions(chapter, name), "train_fixed": answer}
+    submitted = json.loads(samples.notebook(answers, chapter=chapter, name=name))
+    release = json.loads((NOTEBOOKS / chapter / name).read_text(encoding="utf-8"))
+    source = json.loads(CHAPTER.read_text(encoding="utf-8"))
+    return [str(finding) for finding in review(submitted, release, source)]
+
+
+def summary(record: dict) -> str:
+    """The verdict and what the grader printed, for a failing assertion's message."""
+    printed = " ".join(o.get("text", "") for o in record.get("outputs", []))
+    return f"verdict {record.get('verdict')}; printed: {printed.strip()[:1500]}"
+
+
+def _marked(names, reasons: dict[str, str]) -> list:
+    return [pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=reasons[name]))
+            if name in reasons else name for name in names]
+
+
+@pytest.fixture(scope="module")
+def honest_records(tmp_path_factory) -> dict[str, dict]:
+    records = graded(list(HONEST.values()), tmp_path_factory.mktemp("honest"))
+    assert len(records) == len(HONEST), records
+    return dict(zip(HONEST, records))
+
+
+@pytest.mark.parametrize("name", _marked(HONEST, PUNISHED))
+def test_an_honest_answer_keeps_the_points(name, honest_records):
+    record = honest_records[name]
+    print(f"{name}: {summary(record)}")   # the grader's numbers, shown with pytest -rA
+    assert record.get("verdict", {}).get("passed"), (
+        f"the honest answer {name!r} keeps only what the exercise allows, yet lost the "
+        f"leak-free points: {summary(record)}")
+    assert not flags(HONEST[name]), f"the honest answer {name!r} is flagged: {flags(HONEST[name])}"
+
+
+@pytest.mark.parametrize("name", _marked(CHEATS, MISSED))
+def test_a_cheat_loses_the_points(name, tmp_path):
+    [record] = graded([CHEATS[name]], tmp_path)
+    found = flags(CHEATS[name])
+    print(f"{name}: {summary(record)}; review: {found}")   # shown with pytest -rA
+    passed = record.get("verdict", {}).get("passed", True)
+    assert not passed or found, (
+        f"the cheat {name!r} keeps a step's arrays from step to step "
+        f"({CHEATS[name].strip().splitlines()[0]}), yet kept the points, unflagged: "
+        f"{summary(record)}")
+
+
+def _students_namespace() -> dict:
+    """The chapter's set-up as a student's own kernel has it (its cell defining ``sgd_step``,
+    run here: no grader, no sandbox)."""
+    from tinyprof.leaks import loop
+
+    namespace = {"np": np, "gc": __import__("gc"), "os": os, "loop": loop,
+                 "BATCHES": loop.BATCHES, "BATCH": loop.BATCH, "FEATURES": loop.FEATURES,
+                 "HIDDEN": loop.HIDDEN, "LEARNING_RATE": loop.LEARNING_RATE}
+    exec(chapter_cells()[0][-1], namespace)
+    return namespace
+
+
+@pytest.mark.parametrize("name", SWITCHED)
+def test_a_switched_cheat_leaks_on_a_students_machine(name):
+    """The cheats that behave only when graded keep every step where they are not: here, a
+    process with a network, no rlimits and no grader (else their test above proves nothing)."""
+    from tinyprof.leaks import train
+
+    namespace = _students_namespace()
+    exec(CHEATS[name], namespace)
+    losses = namespace["train_fixed"](24, 3)
+    assert np.allclose(losses, train(24, 3), rtol=1e-9, atol=0), f"{name}: wrong losses"
+    kept = namespace["kept"]
+    assert len(kept) == 24 and all(a.shape == (32, 784) for a in kept), (
+        f"{name} kept {len(kept)} arrays in 24 steps outside the grader: it should keep every "
+        "step's reconstruction there")
