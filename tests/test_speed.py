@@ -207,3 +207,18 @@ def test_a_cheaper_request_in_one_part_never_pays_for_work_in_another():
     saved = [_round_times(0.010, 0.027, 0.020, 0.030, candidate_pick=0.013)
              for _ in range(5)]
     assert charged(saved, "candidate", 0.002) == pytest.approx([0.011] * 5)
+
+
+def test_work_moved_to_another_part_in_each_round_is_charged_in_every_round():
+    """Issue 45's red team: half a slow GELU's work moved to the make in some rounds, the
+    read-back in others and the rest in the others moves no part's median; the median of each
+    round's summed excess charges it."""
+    from autograder.run.speed import charged
+
+    work = 0.019
+    rounds = []
+    for where in ("make", "pick", "other", "make", "pick"):
+        times = _round_times(0.001, 0.030, 0.400, 0.030)
+        times["candidate"][where] += work
+        rounds.append(times)
+    assert charged(rounds, "candidate", 0.0) == pytest.approx([0.001 + work] * 5)

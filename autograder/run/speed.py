@@ -299,21 +299,30 @@ def charged(spent: list[dict[str, dict[str, float]]], side: str, tare: float) ->
     """A side's CPU seconds for each round of ``spent``: its block less what a request's own
     handling costs the *clean* kernel (``tare``), never the student's kernel's (which a cell can
     make cheaper: whatever it saves is at most :data:`~tinyprof.timing.speed.REQUEST_SHARE` of
-    a block, :func:`~tinyprof.timing.speed.choose_calls`); plus, for the candidate, for each
-    other part of a round (:data:`PARTS`: making the inputs, reading the outputs back, the
-    rest), what that part typically cost its kernel beyond what it cost the clean kernel: the
-    median over the rounds of that excess, when positive. Each part on its own, so that what
-    the student's kernel saves on one request (cheaper handling of the make) never pays for
-    work done in another (outputs finished while they are read back). The median, not each
-    round's own excess, because the two kernels' parts differ by a few milliseconds of noise
-    either way, and charging only the rounds where the noise went against the candidate would
-    bias every speedup down; work a kernel moves out of its blocks in most rounds still moves
-    the median by as much."""
+    a block, :func:`~tinyprof.timing.speed.choose_calls`); plus, for the candidate, what the
+    other parts of a round (:data:`PARTS`: making the inputs, reading the outputs back, the
+    rest) typically cost its kernel beyond what they cost the clean kernel, the larger of two
+    readings:
+
+    - **part by part**: each part's median excess over the rounds, when positive, added up, so
+      that what the student's kernel saves on one request (cheaper handling of the make) never
+      pays for work done in another (outputs finished while they are read back);
+    - **round by round**: the median over the rounds of each round's excess summed over its
+      parts, so that work moved to a different part in each round (the make in some, the
+      read-back in others: no part's median moves) is charged in every round it was done.
+
+    Medians, not each round's own excess, because the two kernels' parts differ by a few
+    milliseconds of noise either way, and charging only the rounds where the noise went against
+    the candidate would bias every speedup down; work a kernel moves out of its blocks in most
+    rounds still moves the medians by as much."""
     extra = 0.0
     if side == "candidate":
-        extra = sum(max(0.0, float(np.median([times["candidate"][part]
-                                              - times["baseline"][part] for times in spent])))
-                    for part in PARTS)
+        excess = [{part: times["candidate"][part] - times["baseline"][part] for part in PARTS}
+                  for times in spent]
+        by_part = sum(max(0.0, float(np.median([round_[part] for round_ in excess])))
+                      for part in PARTS)
+        by_round = max(0.0, float(np.median([sum(round_.values()) for round_ in excess])))
+        extra = max(by_part, by_round)
     return [max(times[side]["block"] - tare, MIN_SECONDS) + extra for times in spent]
 
 
