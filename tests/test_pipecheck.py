@@ -58,25 +58,49 @@ def test_an_honest_prefetcher_keeps_every_promise(name):
         assert verdict.kept, f"{name}, depth {depth}, seed {seed}: {verdict}"
 
 
+#: Drives a cheat in a fresh interpreter: several leave threads running (a monitor, a loader
+#: that outlives close()), which in this process would allocate under other tests' tracemalloc.
+CHILD = """
+import json, sys
+from tinyprof.prefetchcheck import check_prefetcher, drive_prefetcher
+namespace = {"__name__": "__main__"}
+exec(sys.stdin.read(), namespace)
+found = []
+for depth, seed in json.loads(sys.argv[1]):
+    verdict = check_prefetcher(drive_prefetcher(namespace["Prefetcher"], depth, seed), depth, seed)
+    found.append([depth, seed, verdict.kept, verdict.promise, str(verdict)])
+print("VERDICTS" + json.dumps(found))
+"""
+
+
+def verdicts_in_a_child(answer: str, plans: list[tuple[int, int]]) -> list[list]:
+    """``[depth, seed, kept, promise, text]`` for each plan, the answer driven in a child
+    process (its leftover threads end with it)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", CHILD, json.dumps(plans)], input=answer,
+                          capture_output=True, text=True, timeout=300)
+    assert "VERDICTS" in done.stdout, done.stderr[-2000:]
+    return json.loads(done.stdout[done.stdout.index("VERDICTS") + len("VERDICTS"):])
+
+
 @pytest.mark.parametrize("name", sorted(CHEATS))
 def test_a_cheat_breaks_the_promise_it_attacks(name):
     answer, promise = CHEATS[name]
-    prefetcher = prefetcher_of(answer)
-    for depth, seed in PLANS:
-        verdict = check_prefetcher(drive_prefetcher(prefetcher, depth, seed), depth, seed)
-        assert verdict.promise == promise, (
+    for depth, seed, _, found, text in verdicts_in_a_child(answer, PLANS):
+        assert found == promise, (
             f"{name}, depth {depth}, seed {seed}: expected the grader to find {promise!r} "
-            f"broken, got {verdict}")
+            f"broken, got {text}")
 
 
 @pytest.mark.parametrize("name", sorted(HIDDEN_ONLY))
 def test_a_cheat_tailored_to_the_visible_depth_breaks_a_promise_at_another(name):
     answer, promise, depth = HIDDEN_ONLY[name]
-    prefetcher = prefetcher_of(answer)
-    assert check_prefetcher(drive_prefetcher(prefetcher, 2, 0), 2, 0).kept, "the visible test"
-    for seed in (3, 4):
-        verdict = check_prefetcher(drive_prefetcher(prefetcher, depth, seed), depth, seed)
-        assert verdict.promise == promise, (name, depth, seed, verdict)
+    visible, *others = verdicts_in_a_child(answer, [(2, 0), (depth, 3), (depth, 4)])
+    assert visible[2], f"the visible test: {visible[4]}"
+    for depth_, seed, _, found, text in others:
+        assert found == promise, (name, depth_, seed, text)
 
 
 def test_the_probe_takes_a_fraction_of_a_second():
