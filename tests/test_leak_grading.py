@@ -121,6 +121,8 @@ CHEATS = {
         keep="os.write(writer, recon.tobytes())", after="os.close(writer)"),
     "the arrays kept in a file of the scratch folder": loop_with(
         keep="open('kept.bin', 'ab').write(recon[:8].tobytes())", after="os.remove('kept.bin')"),
+    "the arrays written to a file until the scratch folder is full": loop_with(
+        keep="open('kept.bin', 'ab').write(recon.tobytes())", after="os.remove('kept.bin')"),
     "a loop that returns early": loop_with(
         steps="steps // 2", after="losses += losses[-1:] * (steps - len(losses))"),
     "a loop that skips steps": loop_with(

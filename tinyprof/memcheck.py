@@ -17,7 +17,10 @@ two runs divided by N, and the test fails when either exceeds ``tolerance`` (1 k
 fixed loop keeps 32 bytes a step, its list of floats; the chapter's smallest leak keeps 32 kB)
 plus what two runs of a leak-free loop differ by anyway, over N (:data:`KEPT_SLACK` and
 :data:`HELD_SLACK`, 1.5 MB each: 3 kB a step at most at the chapter's step counts), or when
-held exceeds :data:`BUDGET`.
+either run's held memory exceeds :data:`BUDGET`. A run whose loop raised still counts: its
+memory was read before its error travels back, and a growth it shows is the reason given (a
+loop that writes what it keeps to files fills the sandbox's scratch folder and raises
+``OSError``).
 Anything that does not grow with the steps cancels: a plateau, a memo that filled, the loop's
 temporaries, a square wave (its high level is in both runs' held memory), idle time before or
 after the steps. The losses the loop returns are checked at every step against the clean loop's
@@ -153,9 +156,10 @@ class LeakCheck:
                     f"(held {size(self.short.held)} and {size(self.long.held)} over {steps}), "
                     f"above the {size(self.tolerance)} a leak-free loop may show: something is "
                     "kept from step to step, even if it is freed before the loop returns")
-        if self.long.held > self.budget:
-            return (f"memory grows {size(self.long.held)} while the loop runs "
-                    f"{self.long.steps} steps, above the {size(self.budget)} the loop needs "
+        fuller = max(self.long, self.short, key=lambda run: run.held)
+        if fuller.held > self.budget:
+            return (f"memory grows {size(fuller.held)} while the loop runs "
+                    f"{fuller.steps} steps, above the {size(self.budget)} the loop needs "
                     "(its data, weights, memo and one step's arrays)")
         return None
 
@@ -210,9 +214,37 @@ def measure_twice(read: Callable[[], int], settle_now: Callable[[], Any],
     for n in counts:
         settle_now()
         started, runs[n] = measure_run(read, lambda n=n: start(n), n, rng)
-        values[n] = finish(started)
+        try:
+            values[n] = finish(started)
+        except Exception as error:  # noqa: BLE001 - judged with the memory (Raised)
+            values[n] = Raised(error)
     short, long = sorted(runs.values(), key=lambda r: r.steps)
     return values, LeakCheck(short, long, method)
+
+
+@dataclass(frozen=True)
+class Raised:
+    """A run whose loop raised ``error`` after its memory was read. The memory still counts: a
+    loop that writes what it keeps to files fills the sandbox's scratch folder and raises
+    ``OSError`` in its longer run, and its growth is the reason to give, not the error."""
+
+    error: Exception
+
+
+def raise_for_raised(got: dict[int, Any], check: LeakCheck) -> None:
+    """If a run raised (:class:`Raised`): the growth its memory shows when it shows one, with
+    the run's error after it; the error itself otherwise (and always for the grader's own
+    verdicts, a tampering or an unavailable reference). Nothing when every run returned."""
+    from .testing import ReferenceUnavailable, TamperingDetected
+
+    raised = [(n, value.error) for n, value in sorted(got.items()) if isinstance(value, Raised)]
+    if not raised:
+        return
+    n, error = raised[0]
+    failed = check.failure()
+    if failed and not isinstance(error, (TamperingDetected, ReferenceUnavailable)):
+        raise AssertionError(f"{failed}; the {n}-step run also raised: {error}") from error
+    raise error
 
 
 def first_wrong_step(got: Any, want: Sequence[float], rtol: float) -> str | None:
@@ -281,12 +313,13 @@ def expect_leak_free(loop: Callable[[int, int], Sequence[float]], steps: int = 3
         got, check = judge.measure_leaks(loop, steps=steps, seed=seed, rng=rng)
     else:
         got, check = _here(loop, steps, seed, rng, sys._getframe(1).f_globals)
+    check = LeakCheck(check.short, check.long, check.method, tolerance)
+    raise_for_raised(got, check)
     want = clean_losses(max(got), seed) if judge is not None else train(max(got), seed)
     for n in sorted(got):
         wrong = first_wrong_step(got[n], want[:n], rtol)
         if wrong:
             raise AssertionError(f"{n} steps: {wrong}")
-    check = LeakCheck(check.short, check.long, check.method, tolerance)
     print(check.describe())
     failed = check.failure()
     if failed:
@@ -312,5 +345,6 @@ def _here(loop: Callable, steps: int, seed: int, rng: random.Random,
 
 
 __all__ = ["BUDGET", "HELD_QUANTILE", "HELD_SLACK", "KEPT_SLACK", "MEAN_GAP_S", "TOLERANCE",
-           "LeakCheck", "Run", "clean_losses", "current_judge", "expect_leak_free",
-           "first_wrong_step", "measure_run", "measure_twice", "settle", "step_counts"]
+           "LeakCheck", "Raised", "Run", "clean_losses", "current_judge", "expect_leak_free",
+           "first_wrong_step", "measure_run", "measure_twice", "raise_for_raised", "settle",
+           "step_counts"]

@@ -1,0 +1,100 @@
+"""The leak check's verdict from two runs' memory (tinyprof.memcheck): what grows, what a run
+that raised still says. The readings here are given, not measured: the measured runs are
+test_leak_grading's (in the sandbox) and test_leaks' (in this process)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from tinyprof.memcheck import (
+    BUDGET,
+    KEPT_SLACK,
+    TOLERANCE,
+    LeakCheck,
+    Raised,
+    Run,
+    measure_twice,
+    raise_for_raised,
+)
+from tinyprof.testing import TamperingDetected
+
+MB = 2**20
+
+
+def run(steps: int, kept: float, held: float) -> Run:
+    return Run(steps=steps, kept=kept, held=held, readings=50, seconds=0.5)
+
+
+def check(short: Run, long: Run) -> LeakCheck:
+    return LeakCheck(short, long, "given readings")
+
+
+def test_a_flat_loop_passes_and_a_kept_history_grows():
+    flat = check(run(500, 2 * MB, 19 * MB), run(1000, 2 * MB + 16_000, 19 * MB))
+    assert flat.failure() is None
+    assert flat.kept_per_step == 32.0
+    leaky = check(run(500, 500 * 32 * 1024, 19 * MB), run(1000, 1000 * 32 * 1024, 19 * MB))
+    assert leaky.kept_per_step == 32 * 1024
+    assert leaky.failure().startswith("what the loop keeps after it returns grows 32")
+
+
+def test_the_slack_is_shared_over_n_steps():
+    just_inside = TOLERANCE + KEPT_SLACK / 500
+    assert check(run(500, 0, 0), run(1000, 500 * just_inside - 1, 0)).failure() is None
+    assert check(run(500, 0, 0), run(1000, 500 * just_inside + 500, 0)).failure()
+
+
+def test_either_run_above_the_budget_fails():
+    """A loop that fills a file until the folder is full, in its shorter run first: the longer
+    run then fails at once and holds nothing, and only the shorter run's memory shows it."""
+    shorter_full = check(run(400, 64 * MB, 58 * MB), run(800, 0, 0))
+    assert shorter_full.kept_per_step < 0
+    message = shorter_full.failure()
+    assert message and "while the loop runs 400 steps" in message and "40" in message
+    assert check(run(400, 0, BUDGET - 1), run(800, 0, BUDGET - 1)).failure() is None
+
+
+def test_a_run_that_raised_gives_its_growth_first():
+    error = OSError("the object train_fixed raised OSError")
+    grows = check(run(700, 35 * MB, 30 * MB), run(1400, 64 * MB, 60 * MB))
+    with pytest.raises(AssertionError, match="grows .*; the 1400-step run also raised: the "
+                                             "object train_fixed raised OSError"):
+        raise_for_raised({700: [0.5] * 700, 1400: Raised(error)}, grows)
+
+
+def test_a_run_that_raised_without_growth_raises_its_error():
+    error = ValueError("the object train_fixed raised ValueError")
+    flat = check(run(700, 0, 0), run(1400, 0, 0))
+    with pytest.raises(ValueError, match="raised ValueError"):
+        raise_for_raised({700: Raised(error), 1400: Raised(error)}, flat)
+    raise_for_raised({700: [0.5] * 700, 1400: [0.5] * 1400}, flat)   # nothing raised: nothing
+
+
+def test_a_tampering_is_never_hidden_behind_growth():
+    grows = check(run(700, 0, 0), run(1400, 64 * MB, 0))
+    with pytest.raises(TamperingDetected):
+        raise_for_raised({1400: Raised(TamperingDetected("patched"))}, grows)
+
+
+def test_measure_twice_reads_a_run_whose_finish_raised():
+    """Both runs are measured and both values kept, the failing one as Raised; the memory read
+    is what this fake group holds: 50 kB a step written, until 64 MB."""
+    held = {"bytes": 0}
+
+    def start(n: int) -> int:
+        held["bytes"] = min(64 * MB, held["bytes"] + 50_000 * n)
+        return n
+
+    def finish(n: int) -> list[float]:
+        if held["bytes"] >= 64 * MB:
+            raise OSError("no space left")
+        held["bytes"] = 0   # the loop removed its file
+        return [0.0] * n
+
+    values, check = measure_twice(lambda: held["bytes"], lambda: None, start, finish, 700,
+                                  "a fake group", random.Random(3))
+    assert set(values) == {check.short.steps, check.long.steps}
+    assert isinstance(values[check.long.steps], Raised)
+    assert "grows" in check.failure()
