@@ -6,7 +6,7 @@ then what its prose says about the run checked against the values its cells comp
 - §9.5: prefetching makes the step shorter and the device busier, and the explorer starts from
   the stage times measured;
 - §9.6: waiting releases the GIL (two threads read the network file system faster);
-- §9.8: with DataLoader's two workers the host waits for the first batch, not for the others;
+- §9.8: with DataLoader's two workers the host waits for the first batch, far less for the others;
 - Scale it up: a batched read's cost per sample falls with the batch; the warm cache's
   measured bytes exceed its pixels' (the header and dict entry of each small array).
 """
@@ -57,9 +57,10 @@ def test_prefetching_shortens_the_step_and_busies_the_device(values):
 
 
 def test_waiting_releases_the_gil(values):
-    """Two threads read the network file system faster than one (whether they also decode
-    faster depends on the machine's load: Pillow's C decoder releases the GIL, and a fresh-clone
-    run beside other tests measured 1.42x; the chapter prints whichever it measured)."""
+    """Two threads read the network file system faster than one (whether they also load from
+    the local disk faster depends on the machine's load: reading a file and Pillow's inflating
+    release the GIL, and a fresh-clone run beside other tests measured 1.42x; the chapter prints
+    whichever it measured)."""
     waiting = values["waiting"]
     assert waiting["serial"] / waiting["thread"] > 1.4, waiting
 
