@@ -5,8 +5,9 @@
   what four PyTorch habits keep from every step (:func:`~.loop.torch_kept`);
 * :mod:`.measure` — memory per step as tracemalloc's live bytes and the resident set
   (:func:`~.measure.memory_per_step`), and why they differ;
-* :mod:`.growth` — growth per step with its confidence interval and the verdict leak /
-  plateau / noise (:func:`~.growth.growth_per_step`, :func:`~.growth.t_quantile`);
+* :mod:`.growth` — growth per step with an interval that holds for autocorrelated readings,
+  and the verdict against a tolerance: leak / plateau / within tolerance / undecided
+  (:func:`~.growth.growth_per_step`, :func:`~.growth.t_quantile`);
 * :mod:`.snapshots` — two tracemalloc snapshots compared by line or traceback
   (:func:`~.snapshots.top_growth`);
 * ``expect_leak_free`` lives in :mod:`tinyprof.memcheck`: a loop run for N and 2N steps, each
