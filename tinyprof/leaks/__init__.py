@@ -15,7 +15,7 @@
   kernel's memory from outside (autograder/run/memory_check.py).
 """
 
-from .growth import VERDICTS, Growth, growth, growth_per_step, t_quantile
+from .growth import VERDICTS, Growth, fit_line, growth, growth_per_step, t_quantile
 from .loop import (
     BATCH,
     BATCHES,
@@ -31,6 +31,6 @@ from .measure import StepMemory, memory_per_step, rss_bytes, steps_until
 from .snapshots import LineGrowth, snapshot_of, top_growth
 
 __all__ = ["BATCH", "BATCHES", "FEATURES", "HIDDEN", "LEAKS", "VERDICTS", "Growth", "LineGrowth",
-           "StepMemory", "Trainer", "collector_off", "growth", "growth_per_step",
+           "StepMemory", "Trainer", "collector_off", "fit_line", "growth", "growth_per_step",
            "leak_bytes_per_step", "memory_per_step", "rss_bytes", "snapshot_of", "steps_until",
            "t_quantile", "top_growth", "train"]
