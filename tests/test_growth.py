@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from tinyprof.leaks.growth import fit_line, growth_per_step, t_quantile
+from tinyprof.leaks.growth import fit_line, growth_over_run, growth_per_step, t_quantile
 
 #: AR(1) readings: each reading's error is φ times the previous one's plus fresh noise, as a
 #: memory level that the allocator refills and drains keeps part of its deviation a step later.
@@ -104,3 +104,46 @@ def test_a_level_that_wanders_is_undecided_rather_than_a_leak():
     print(found)
     assert found.verdict in ("undecided", "within tolerance"), found
     assert found.low <= 0 <= found.high, found
+
+
+def newey_west_covers(memory: np.ndarray, rate: float) -> bool:
+    """Whether the Newey–West interval (Bartlett kernel, bandwidth ⌊4 (n/100)^{2/9}⌋, t with
+    n − 2 degrees of freedom) covers ``rate``: the alternative the module's docstring rejects."""
+    n = len(memory)
+    dx = np.arange(n) - (n - 1) / 2
+    sxx = float(dx @ dx)
+    slope = float(dx @ (memory - memory.mean())) / sxx
+    score = dx * (memory - memory.mean() - slope * dx)
+    lags = int(4 * (n / 100) ** (2 / 9))
+    long_run = float(score @ score) + sum(2 * (1 - k / (lags + 1)) * float(score[k:] @ score[:-k])
+                                          for k in range(1, lags + 1))
+    return abs(slope - rate) <= t_quantile(0.975, n - 2) * math.sqrt(long_run) / sxx
+
+
+@pytest.mark.parametrize("steps", [20, 40, 100])
+def test_the_coverage_holds_from_20_to_100_steps_where_newey_west_does_not(steps):
+    rng = np.random.default_rng(steps)
+    ours = newey_west = 0
+    for _ in range(SERIES):
+        memory = 1e8 + RATE * np.arange(steps) + ar1(rng, steps, PHI, 20_000.0)
+        found = growth_per_step(memory, warmup=0)
+        ours += found.low <= RATE <= found.high
+        newey_west += newey_west_covers(memory, RATE)
+    print(f"n = {steps}: effective-sample-size interval {ours / SERIES:.1%}, "
+          f"Newey–West {newey_west / SERIES:.1%}")
+    assert 0.90 <= ours / SERIES <= 0.99, ours / SERIES
+    assert newey_west / SERIES < 0.80, newey_west / SERIES
+
+
+def test_growth_over_run_reads_a_leak_and_a_flat_loop_from_readings_at_random_times():
+    rng = np.random.default_rng(5)
+    times = np.sort(rng.uniform(0.0, 2.0, 300))          # 2 s, 400 steps: 5 ms a step
+    leak = 5e7 + 50_000 * (times / 0.005) + ar1(rng, 300, PHI, 20_000.0)
+    found = growth_over_run(times, leak, 0.0, 2.0, 400, tolerance=1024)
+    print(found)
+    assert found.verdict == "leak" and found.low < 50_000 < found.high, found
+    flat = 5e7 + ar1(rng, 300, PHI, 2_000.0)
+    quiet = growth_over_run(times, flat, 0.0, 2.0, 400, tolerance=1024)
+    print(quiet)
+    assert quiet.verdict == "within tolerance" and quiet.low <= 0 <= quiet.high, quiet
+    assert quiet.tolerance == 1024 and "1.0 KB/step tolerance" in str(quiet), quiet
