@@ -96,24 +96,36 @@ def _text(node: ast.expr) -> str:
         f"a hint must be a plain string for this test to find it: {ast.unparse(node)}")
     return node.value
 
-#: Chapter 10's fit mistakes share a right least-squares fit, with the mistakes as switches.
+#: Chapter 10's fit mistakes share a right fit (the slope, its interval from the effective
+#: number of steps, the verdict against the tolerance), with the mistakes as switches.
 FIT = """
-        def fit(memory, warmup, t_critical, tolerance, per_n=False):
+        def fit(memory, warmup, t_table, tolerance, iid=False, raw_r1=False, dof_n=False):
             y = np.asarray(memory, dtype=float)[warmup:]
             x = np.arange(warmup, warmup + len(y), dtype=float)
 
             def line(x, y):
-                dx = x - x.mean()
+                n, dx = len(x), x - x.mean()
                 b = (dx @ (y - y.mean())) / (dx @ dx)
                 r = y - y.mean() - b * dx
-                s = np.sqrt((r @ r) / (len(x) - 2))
-                return b, s / np.sqrt(len(x) if per_n else dx @ dx)
+                if np.max(np.abs(r)) < 0.5:
+                    return b, b, b
+                r1 = (r[1:] @ r[:-1]) / (r @ r)
+                rho = 0.0 if iid else min(max(r1 if raw_r1 else (n * r1 + 2) / (n - 4), 0.0), 1.0)
+                n_e = max(n * (1 - rho) / (1 + rho), 3.0)
+                se = np.sqrt((r @ r) / (n_e - 2) / (dx @ dx))
+                t = t_table[n - 2 if dof_n else int(n_e - 2)]
+                return b, b - t * se, b + t * se
 
-            slope, se = line(x, y)
-            low, high = slope - t_critical * se, slope + t_critical * se
-            late = line(x[len(y) // 2:], y[len(y) // 2:])[0]
-            verdict = "noise" if low <= tolerance else "leak" if late >= slope / 2 else "plateau"
-            return float(slope), float(low), float(high), verdict
+            slope, low, high = line(x, y)
+            late, _, late_high = line(x[len(y) // 2:], y[len(y) // 2:])
+            return float(slope), float(low), float(high), late, late_high
+
+        def right_verdict(slope, low, high, late, late_high, tolerance):
+            if low > tolerance:
+                return "leak" if late >= slope / 2 else "plateau"
+            if high <= tolerance:
+                return "within tolerance"
+            return "plateau" if late_high <= tolerance < slope else "undecided"
 """
 
 #: Chapter 08's loader mistakes share the right gather: each sample's 16×16 window of the
@@ -789,29 +801,60 @@ MISTAKES = {
         """, "Only the last stage in `after` was counted"),
     # Chapter 10: the fit's mistakes on the test's three series, and the snapshot comparison's.
     "growth_per_step, every step fitted": ("10_leaks", "test_growth_per_step", FIT + """
-        def growth_per_step(memory, warmup, t_critical, tolerance=0.0):
-            return fit(memory, 0, t_critical, tolerance)
+        def growth_per_step(memory, warmup, t_table, tolerance=0.0):
+            fitted = fit(memory, 0, t_table, tolerance)
+            return (*fitted[:3], right_verdict(*fitted, tolerance))
         """, "leave out the first `warmup` steps"),
-    "growth_per_step, the normal 1.96": ("10_leaks", "test_growth_per_step", FIT + """
-        def growth_per_step(memory, warmup, t_critical, tolerance=0.0):
-            return fit(memory, warmup, 1.96, tolerance)
-        """, "use t_critical, Student's t"),
-    "growth_per_step, divided by the square root of n": (
+    "growth_per_step, the textbook interval": ("10_leaks", "test_growth_per_step", FIT + """
+        def growth_per_step(memory, warmup, t_table, tolerance=0.0):
+            fitted = fit(memory, warmup, t_table, tolerance, iid=True)
+            return (*fitted[:3], right_verdict(*fitted, tolerance))
+        """, "That is the textbook interval"),
+    "growth_per_step, r1 not corrected for its bias": ("10_leaks", "test_growth_per_step", FIT + """
+        def growth_per_step(memory, warmup, t_table, tolerance=0.0):
+            fitted = fit(memory, warmup, t_table, tolerance, raw_r1=True)
+            return (*fitted[:3], right_verdict(*fitted, tolerance))
+        """, "Correct r1 for the bias"),
+    "growth_per_step, t with n - 2 degrees of freedom": (
         "10_leaks", "test_growth_per_step", FIT + """
-        def growth_per_step(memory, warmup, t_critical, tolerance=0.0):
-            return fit(memory, warmup, t_critical, tolerance, per_n=True)
-        """, "not by √n"),
-    "growth_per_step, every growth a leak": ("10_leaks", "test_growth_per_step", FIT + """
-        def growth_per_step(memory, warmup, t_critical, tolerance=0.0):
-            slope, low, high, verdict = fit(memory, warmup, t_critical, tolerance)
-            return slope, low, high, "noise" if verdict == "noise" else "leak"
+        def growth_per_step(memory, warmup, t_table, tolerance=0.0):
+            fitted = fit(memory, warmup, t_table, tolerance, dof_n=True)
+            return (*fitted[:3], right_verdict(*fitted, tolerance))
+        """, "degrees of freedom, not n − 2"),
+    "growth_per_step, every growth above the tolerance a leak": (
+        "10_leaks", "test_growth_per_step", FIT + """
+        def growth_per_step(memory, warmup, t_table, tolerance=0.0):
+            slope, low, high, late, late_high = fit(memory, warmup, t_table, tolerance)
+            return slope, low, high, "leak" if slope > tolerance else "within tolerance"
         """, "A plateau grows early and stops"),
     "growth_per_step, leak and plateau swapped": ("10_leaks", "test_growth_per_step", FIT + """
-        def growth_per_step(memory, warmup, t_critical, tolerance=0.0):
-            slope, low, high, verdict = fit(memory, warmup, t_critical, tolerance)
+        def growth_per_step(memory, warmup, t_table, tolerance=0.0):
+            fitted = fit(memory, warmup, t_table, tolerance)
+            verdict = right_verdict(*fitted, tolerance)
             swapped = {"leak": "plateau", "plateau": "leak"}.get(verdict, verdict)
-            return slope, low, high, swapped
+            return (*fitted[:3], swapped)
         """, "A leak's last half grows as fast as the whole window"),
+    "growth_per_step, a bend left undecided": ("10_leaks", "test_growth_per_step", FIT + """
+        def growth_per_step(memory, warmup, t_table, tolerance=0.0):
+            slope, low, high, late, late_high = fit(memory, warmup, t_table, tolerance)
+            if low > tolerance:
+                return slope, low, high, "leak" if late >= slope / 2 else "plateau"
+            return slope, low, high, "within tolerance" if high <= tolerance else "undecided"
+        """, "A line drawn through a bend"),
+    "growth_per_step, compared with zero": ("10_leaks", "test_growth_per_step", FIT + """
+        def growth_per_step(memory, warmup, t_table, tolerance=0.0):
+            slope, low, high, late, late_high = fit(memory, warmup, t_table, tolerance)
+            if low > 0:
+                return slope, low, high, "leak" if late >= slope / 2 else "plateau"
+            return slope, low, high, right_verdict(slope, low, high, late, late_high, tolerance)
+        """, "Compare the interval with the tolerance, not with zero"),
+    "growth_per_step, noise for growth under the tolerance": (
+        "10_leaks", "test_growth_per_step", FIT + """
+        def growth_per_step(memory, warmup, t_table, tolerance=0.0):
+            fitted = fit(memory, warmup, t_table, tolerance)
+            verdict = right_verdict(*fitted, tolerance)
+            return (*fitted[:3], "noise" if verdict == "within tolerance" else verdict)
+        """, "An interval that excludes zero is not noise"),
     "top_growing_lines, compare_to's order kept": ("10_leaks", "test_top_growing_lines", """
         def top_growing_lines(before, after, n):
             return [(d.traceback[0].filename, d.traceback[0].lineno, d.size_diff)
