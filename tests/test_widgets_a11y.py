@@ -84,11 +84,16 @@ def test_memory_breakdown_gives_each_bar_its_parts_total_peak_and_the_budget():
 
 def test_batch_scaling_gives_both_ends_the_growth_and_the_per_sample_cost():
     fig = plot_batch_scaling([1, 2, 4, 8], [10, 12, 16, 24], quantity="median latency",
-                             unit="ms")
+                             unit="ms", proportional=True)
     assert fig.description == (
-        "Line chart: median latency vs batch size, batch size on a log scale. Median latency: "
+        "Line chart: median latency vs batch size, batch size on a log scale, a dashed line "
+        "proportional to the batch through the first point. Median latency: "
         "10 ms at batch 1 to 24 ms at batch 8 (2.4× for 8× the batch). Per sample, right "
         "panel: 10 ms per sample at batch 1 to 3 ms per sample at batch 8.")
+    measured, proportional = fig.axes[0].get_lines()[:2]
+    assert list(proportional.get_ydata()) == [10, 20, 40, 80]   # 10 ms × the batch's ratio
+    plain = plot_batch_scaling([1, 2, 4, 8], [10, 12, 16, 24], quantity="median latency")
+    assert len(plain.axes[0].get_lines()) == 1 and "dashed" not in plain.description
 
 
 def test_scaling_of_a_real_measurement_is_described_from_its_numbers():

@@ -16,11 +16,13 @@ from .style import ACCENT, HIGHLIGHT, MUTED, new_figure, plain_log2_axis, style_
 
 def plot_batch_scaling(batch_sizes: Sequence[int], values: Sequence[float], *,
                        quantity: str, unit: str = "", title: str | None = None,
-                       per_sample: bool = True) -> Figure:
-    """Left: the quantity vs batch size. Right: the same per sample (value / batch).
+                       per_sample: bool = True, proportional: bool = False) -> Figure:
+    """Left: the quantity vs batch size (with ``proportional``, a dashed line proportional to
+    the batch through the first point). Right: the same per sample (value / batch).
 
-    A flat right panel means the cost is all per sample (it scales linearly); a falling one
-    means a fixed cost is being shared out across a bigger batch.
+    A flat right panel means the cost is all per sample (it scales linearly: the left panel's
+    points sit on the dashed line, which bends upward only because the batch axis is
+    logarithmic); a falling one means a fixed cost is being shared out across a bigger batch.
     """
     batch = np.asarray(batch_sizes, dtype=float)
     vals = np.asarray(values, dtype=float)
@@ -29,7 +31,12 @@ def plot_batch_scaling(batch_sizes: Sequence[int], values: Sequence[float], *,
                          f"{batch.size} batch sizes and {vals.size} values")
     fig, axes = new_figure(1, 2 if per_sample else 1, squeeze=False)
     ax = axes[0, 0]
-    ax.plot(batch, vals, "o-", color=ACCENT)
+    ax.plot(batch, vals, "o-", color=ACCENT, label="measured")
+    proportional = proportional and vals[0] > 0 and batch.size > 1
+    if proportional:
+        ax.plot(batch, vals[0] * batch / batch[0], "--", color=MUTED,
+                label="proportional to the batch")
+        ax.legend(loc="upper left", frameon=False, fontsize="small")
     plain_log2_axis(ax)
     # The quantity goes in the title (wrapped), the unit on the axis: a long quantity as a
     # y label would run into the neighbouring panel.
@@ -54,7 +61,8 @@ def plot_batch_scaling(batch_sizes: Sequence[int], values: Sequence[float], *,
               if vals[0] > 0 and batch.size > 1 else "")
     return described(
         fig, f"Line chart: {' '.join((title or f'{quantity} vs batch size').split())}, "
-             "batch size on a log scale.",
+             "batch size on a log scale" + (", a dashed line proportional to the batch through "
+                                            "the first point." if proportional else "."),
         f"{quantity[:1].upper()}{quantity[1:]}: {ends(vals)}{growth}.",
         f"Per sample, right panel: {ends(vals / batch, ' per sample')}." if per_sample else "")
 
