@@ -32,21 +32,27 @@ def textbook_covers(memory: np.ndarray, rate: float) -> bool:
     return abs(fit.slope - rate) <= t_quantile(0.975, fit.n - 2) * fit.iid_se
 
 
-def test_the_interval_covers_near_95_percent_on_ar1_readings_and_the_textbook_one_does_not():
-    rng = np.random.default_rng(46)
-    ours = textbook = 0
+def coverage(seed: int, steps: int, other_covers) -> tuple[float, float]:
+    """The share of SERIES seeded AR(1) series of ``steps`` readings whose true growth RATE is
+    covered by growth_per_step's interval, and by ``other_covers(memory, RATE)``'s."""
+    rng = np.random.default_rng(seed)
+    ours = other = 0
     for _ in range(SERIES):
-        memory = 1e8 + RATE * np.arange(STEPS) + ar1(rng, STEPS, PHI, 20_000.0)
+        memory = 1e8 + RATE * np.arange(steps) + ar1(rng, steps, PHI, 20_000.0)
         found = growth_per_step(memory, warmup=0)
         ours += found.low <= RATE <= found.high
-        textbook += textbook_covers(memory, RATE)
+        other += other_covers(memory, RATE)
+    return ours / SERIES, other / SERIES
+
+
+def test_the_interval_covers_near_95_percent_on_ar1_readings_and_the_textbook_one_does_not():
+    ours, textbook = coverage(46, STEPS, textbook_covers)
     print(f"coverage of a nominal 95 % interval, {SERIES} AR(1) series (phi = {PHI}, n = {STEPS}):"
-          f" effective-sample-size interval {ours / SERIES:.1%}, i.i.d. t interval "
-          f"{textbook / SERIES:.1%}")
-    assert 0.90 <= ours / SERIES <= 0.99, (
-        f"the interval should cover the true growth near 95 % of the time: {ours / SERIES:.1%}")
-    assert textbook / SERIES < 0.65, (
-        f"the i.i.d. interval should cover far less than 95 % here: {textbook / SERIES:.1%}")
+          f" effective-sample-size interval {ours:.1%}, i.i.d. t interval {textbook:.1%}")
+    assert 0.90 <= ours <= 0.99, (
+        f"the interval should cover the true growth near 95 % of the time: {ours:.1%}")
+    assert textbook < 0.65, (
+        f"the i.i.d. interval should cover far less than 95 % here: {textbook:.1%}")
 
 
 def test_on_independent_readings_the_interval_keeps_its_95_percent():
@@ -122,17 +128,10 @@ def newey_west_covers(memory: np.ndarray, rate: float) -> bool:
 
 @pytest.mark.parametrize("steps", [20, 40, 100])
 def test_the_coverage_holds_from_20_to_100_steps_where_newey_west_does_not(steps):
-    rng = np.random.default_rng(steps)
-    ours = newey_west = 0
-    for _ in range(SERIES):
-        memory = 1e8 + RATE * np.arange(steps) + ar1(rng, steps, PHI, 20_000.0)
-        found = growth_per_step(memory, warmup=0)
-        ours += found.low <= RATE <= found.high
-        newey_west += newey_west_covers(memory, RATE)
-    print(f"n = {steps}: effective-sample-size interval {ours / SERIES:.1%}, "
-          f"Newey–West {newey_west / SERIES:.1%}")
-    assert 0.90 <= ours / SERIES <= 0.99, ours / SERIES
-    assert newey_west / SERIES < 0.80, newey_west / SERIES
+    ours, newey_west = coverage(steps, steps, newey_west_covers)
+    print(f"n = {steps}: effective-sample-size interval {ours:.1%}, Newey–West {newey_west:.1%}")
+    assert 0.90 <= ours <= 0.99, ours
+    assert newey_west < 0.80, newey_west
 
 
 def test_growth_over_run_reads_a_leak_and_a_flat_loop_from_readings_at_random_times():
