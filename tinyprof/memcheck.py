@@ -243,7 +243,8 @@ def raise_for_raised(got: dict[int, Any], check: LeakCheck) -> None:
     n, error = raised[0]
     failed = check.failure()
     if failed and not isinstance(error, (TamperingDetected, ReferenceUnavailable)):
-        raise AssertionError(f"{failed}; the {n}-step run also raised: {error}") from error
+        raise AssertionError(f"{failed}; the {n}-step run also raised "
+                             f"{type(error).__name__}") from error
     raise error
 
 
