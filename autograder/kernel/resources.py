@@ -9,10 +9,11 @@ before it starts the sandbox (launcher.py ``--cgroup``), so that everything insi
   scratch folder, /tmp, /dev/shm, the socket folder; a tmpfs page is charged to the group of
   the process that wrote it) together at most ``--memory``; past it the kernel's OOM
   killer stops a process of that group and no other. The bytes queued in the kernel's socket
-  buffers are its memory too: Unix sockets and pipes are charged with the rest (v1 and v2);
-  TCP (the one internet family the sandbox allows, launcher.py) is charged in v2, and in v1
-  only to a counter of its own (``memory.kmem.tcp``) that Linux keeps only for a group with a
-  TCP limit: each group gets one of TCP_MB, and :meth:`KernelGroup.memory_bytes` adds it;
+  buffers are its memory too: Unix sockets and pipes are charged with the rest (measured in
+  v1, benchmarks/bench_socket_memory.py); TCP (the one internet family the sandbox allows,
+  launcher.py) is charged with the rest in v2 (``sock`` in memory.stat), and in v1 only to a
+  counter of its own (``memory.kmem.tcp``) that Linux keeps only for a group with a TCP limit:
+  each group gets one of TCP_MB, and :meth:`KernelGroup.memory_bytes` adds it;
 - **processes**: at most ``Limits.processes`` tasks (threads included) in the group;
 - **CPU**: every kernel the same weight, so a kernel of 54 busy processes gets the CPU share of
   a kernel of one; and the group's CPU time, which the per-cell CPU limit reads (sandbox.py).
@@ -43,7 +44,8 @@ V1_CONTROLLERS = ("memory", "pids", "cpu", "cpuacct")
 V2_CONTROLLERS = ("memory", "pids", "cpu")
 #: The TCP buffers a kernel may hold under cgroup v1 (memory.kmem.tcp.limit_in_bytes): setting
 #: it makes Linux count them (else they are charged nowhere); a kernel's one TCP socket pair is
-#: ipykernel's pipe for the output of forked processes.
+#: ipykernel's pipe for the output of forked processes. The limit is soft (measured: 138 MB
+#: counted for 128 MB queued in 2027 connections), the count is what matters.
 TCP_MB = 64
 _numbers = itertools.count(1)
 
