@@ -37,11 +37,13 @@ held = []
 def fill(writers, chunk):
     total = 0
     for end in writers:
-        while total < target:
+        room = end[2] if isinstance(end, tuple) else target   # a datagram's receiver drops
+        while total < target and room > 0:                    # what its buffer cannot take
             try:
-                total += send(end, b"\1" * chunk)
+                sent = send(end, b"\1" * chunk)
             except BlockingIOError:
                 break
+            total, room = total + sent, room - sent
     return total
 
 def queue(make):
@@ -57,7 +59,7 @@ def queue(make):
     return total
 
 def send(end, data):
-    if isinstance(end, tuple):   # a datagram socket and its receiver's address
+    if isinstance(end, tuple):   # a datagram socket, its receiver's address and room
         return end[0].sendto(data, socket.MSG_DONTWAIT, end[1])
     return end.send(data) if hasattr(end, "send") else os.write(end, data)
 
@@ -79,7 +81,8 @@ def datagrams(family, kind_, protocol, address):
         into = socket.socket(family, kind_, protocol)
         into.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 23)
         into.bind(address)
-        return [(sender, into.getsockname())], [into]
+        room = into.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) // 2
+        return [(sender, into.getsockname(), room)], [into]
     return pair
 
 def unix(kind_):
@@ -93,7 +96,10 @@ def unix(kind_):
 
 def pipe():
     read, write = os.pipe()
-    fcntl.fcntl(write, 1031, 1 << 20)   # F_SETPIPE_SZ: the system's largest, 1 MB
+    try:
+        fcntl.fcntl(write, 1031, 1 << 20)   # F_SETPIPE_SZ: the system's largest, 1 MB
+    except PermissionError:   # past the user's fs.pipe-user-pages-soft: the default size
+        pass
     os.set_blocking(write, False)
     return [write], [read]
 

@@ -54,8 +54,8 @@ apply to an unsandboxed kernel.
   (which would reach the virtual machine's host: ``--unshare-net`` does not isolate it) and
   the rest are refused; TCP, which the kernel needs, is charged to the group's
   ``memory.kmem.tcp`` counter once the group has a TCP limit (resources.py sets one, and the
-  grader adds that counter to the kernel's memory: +64.6 MB for 64 MB queued); Unix sockets
-  and pipes count in the group's memory as they are.
+  grader adds that counter to the kernel's memory: +65.5 MB for 64 MB queued, UDP's too);
+  Unix sockets and pipes count in the group's memory as they are.
 """
 
 from __future__ import annotations
