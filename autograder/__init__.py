@@ -46,10 +46,14 @@ worker) or the sandbox around a student's kernel. Student code runs only in the 
   student's process workers failing only when graded; a submission that behaves differently
   when it sees it is graded.
 - ``launcher`` (runs inside the sandbox): per-process rlimits, an unprivileged uid, a seccomp
-  filter refusing user namespaces, setns and kernel interfaces no chapter needs. *Threat*: fork
-  bombs, huge files, mounting file systems outside every limit.
-- ``resources``: a control group per kernel (memory, processes, equal CPU weight, CPU time).
-  *Threat*: a kernel whose children exceed ``--memory`` or slow its neighbour past its limit.
+  filter refusing user namespaces, setns, kernel interfaces no chapter needs and the socket
+  kinds no kernel uses (all but Unix sockets, TCP over IPv4 and routing netlink). *Threat*:
+  fork bombs, huge files, mounting file systems outside every limit; memory kept in UDP,
+  IPv6 or netlink buffers, which no control group charges.
+- ``resources``: a control group per kernel (memory, processes, equal CPU weight, CPU time);
+  its memory counts the kernel's TCP buffers too (cgroup v1's own counter, made to count).
+  *Threat*: a kernel whose children exceed ``--memory`` or slow its neighbour past its limit;
+  memory kept in TCP buffers over the sandbox's loopback.
 - ``sandbox``: the kernel manager; no descriptor of the grader's is inherited; the socket folder
   is a small tmpfs. *Threat*: writing into the grader's log, filling the host's disk.
 - ``caches`` (font caches made once, mounted read-only) and ``zmqpoll`` (the worker's poll of

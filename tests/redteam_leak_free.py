@@ -19,11 +19,13 @@ after the chapter's set-up cells (``setup``, ``normalised``, ``sgd_step``, ``BAT
 - **Scope** (memory the grader does not count, or that pays for the leak): every step kept in
   the buffers of TCP connections over the sandbox's loopback, or in the receive queues of
   netlink sockets, which need no network (socket memory, which cgroup v1's memory controller
-  does not charge); growth paid for by truncating a pre-touched file of /tmp, and a history
-  written into a pre-touched file mapped shared (``np.memmap``), sized to the steps (a fork of
-  the kernel shares a file's pages instead of copying them); memory from the C allocator
-  (``malloc`` through ctypes: no Python object, no tracemalloc); a history preallocated with
-  ``np.zeros`` whose pages are touched only as it fills.
+  does not charge: the sandbox refuses netlink's user protocol, launcher.py, and has the
+  group count TCP, resources.py), or, unread, in Unix socket pairs and in pipes (allowed, and
+  charged to the kernel's group); growth paid for by truncating a pre-touched file of /tmp,
+  and a history written into a pre-touched file mapped shared (``np.memmap``), sized to the
+  steps (a fork of the kernel shares a file's pages instead of copying them); memory from the
+  C allocator (``malloc`` through ctypes: no Python object, no tracemalloc); a history
+  preallocated with ``np.zeros`` whose pages are touched only as it fills.
 - **The clock** (growth moved where the reads do not look): a thread that replays the run two
   minutes after the call has returned and keeps every step then, pausing while a call runs
   (shorter delays land by chance in a measured run: the replay of the test's direct 20-step
@@ -87,14 +89,15 @@ socket = http.client.socket   # the socket module, not imported by name
 class Vault:
     """Bytes kept, unread, in the send and receive buffers of loopback TCP connections."""
 
-    def __init__(self):
-        self.server = socket.socket()
-        self.server.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 23)
-        self.server.bind(("127.0.0.1", 0))
-        self.server.listen(256)
-        self.pairs, self.out = [], None
+    def __init__(self):   # no socket yet: the first is opened in the loop, at its first step
+        self.server, self.pairs, self.out = None, [], None
 
     def _open(self):
+        if self.server is None:
+            self.server = socket.socket()
+            self.server.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 23)
+            self.server.bind(("127.0.0.1", 0))
+            self.server.listen(256)
         out = socket.socket()
         out.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 23)
         out.connect(self.server.getsockname())
@@ -129,12 +132,13 @@ NETLINK_USERSOCK = 2
 class Vault:
     """Bytes kept, unread, in the receive queues of NETLINK_USERSOCK sockets of this process."""
 
-    def __init__(self):
-        self.sender = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_USERSOCK)
-        self.sender.bind((0, 0))
-        self.queues, self.into = [], None
+    def __init__(self):   # no socket yet: the first is opened in the loop, at its first step
+        self.sender, self.queues, self.into = None, [], None
 
     def _open(self):
+        if self.sender is None:
+            self.sender = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_USERSOCK)
+            self.sender.bind((0, 0))
         into = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_USERSOCK)
         into.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 23)
         into.bind((0, 0))
@@ -153,6 +157,72 @@ class Vault:
                     break
                 except BlockingIOError:
                     self.into = None
+
+
+vault = Vault()
+''' + _loop("vault.keep(recon)")
+
+CHEATS["unix_socketpairs"] = '''
+"""Scope: every step kept, unread, in Unix socket pairs (the one family the sandbox allows)."""
+import http.client
+
+socket = http.client.socket   # the socket module, not imported by name
+
+
+class Vault:
+    """Bytes kept, unread, in both directions of many AF_UNIX stream socket pairs."""
+
+    def __init__(self):
+        self.pairs, self.ends = [], []
+
+    def _open(self):
+        pair = socket.socketpair()
+        for end in pair:
+            end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 23)
+            end.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 23)
+            end.setblocking(False)
+        self.pairs.append(pair)
+        self.ends = list(pair)
+
+    def keep(self, data):
+        view = memoryview(data).cast("B")
+        while view.nbytes:
+            if not self.ends:
+                self._open()
+            try:
+                view = view[self.ends[0].send(view):]
+            except BlockingIOError:
+                self.ends.pop(0)
+
+
+vault = Vault()
+''' + _loop("vault.keep(recon)")
+
+CHEATS["pipe_buffers"] = '''
+"""Scope: every step kept, unread, in pipes (both ends held open, nobody reads)."""
+
+
+class Vault:
+    """Bytes written into pipes that nobody reads: 64 kB each, a new pipe when one is full."""
+
+    def __init__(self):
+        self.pipes, self.into = [], None
+
+    def _open(self):
+        read, write = os.pipe()
+        os.set_blocking(write, False)
+        self.pipes.append((read, write))
+        self.into = write
+
+    def keep(self, data):
+        view = memoryview(data).cast("B")
+        while view.nbytes:
+            if self.into is None:
+                self._open()
+            try:
+                view = view[os.write(self.into, view):]
+            except BlockingIOError:
+                self.into = None
 
 
 vault = Vault()

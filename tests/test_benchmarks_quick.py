@@ -40,6 +40,8 @@ PRINTS = {
                             r"saved with rounds=5 +exit 2", r"samples edited to 3x faster +exit 2"],
     "bench_roofline.py": [rf"median compute roof / best numpy matmul: +{NUMBER}",
                           rf"median memory roof / STREAM on 256 MiB arrays: {NUMBER}"],
+    "bench_socket_memory.py": [rf"(unix_stream +{NUMBER} MB( +{NUMBER}){{3}} +{NUMBER} MB "
+                               rf"+{NUMBER}|no writable control groups here)"],
     "bench_speed_grading.py": [rf"by the grader \(CPU time, outside the kernel\) vs {NUMBER}× "
                                rf"by tp\.ab_test in the kernel, called as a student calls it: "
                                rf"{NUMBER}%",

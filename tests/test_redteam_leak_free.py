@@ -41,12 +41,7 @@ CHAPTER = SOLUTIONS / "10_leaks" / "leaks.ipynb"
 TEST_ID = "test_train_fixed"
 #: What the check misses, for each cheat that still keeps the points, with what the grader
 #: printed against s6-leak c25672c (each one an xfail(strict=True)).
-SOCKETS = ("socket memory is not charged to the kernel's memory group (cgroup v1 charges TCP "
-           "buffers only under a kmem.tcp limit, netlink and UDP queues never): every step's "
-           "200 kB sits in {}, and the grader reads less than 1 kB a step kept")
 MISSED: dict[str, str] = {
-    "tcp_loopback": SOCKETS.format("TCP buffers over the sandbox's loopback"),
-    "netlink_queues": SOCKETS.format("netlink receive queues (no network needed)"),
     "file_ballast": "a tmpfs file's pages are shared with the fork, not copied: truncating a "
                     "pre-touched file of /tmp in the fork gives back pages of the kernel's "
                     "and pays for the leak (141 B a step kept)",

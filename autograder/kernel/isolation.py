@@ -350,7 +350,7 @@ def in_use(sandbox: bool = True) -> str:
     itself, since each machine has its own bubblewrap, control groups and libseccomp."""
     parts = [check() if sandbox else NO_SANDBOX, resources.describe()]
     if sandbox and seccomp_available():
-        parts.append("seccomp: no user namespaces")
+        parts.append("seccomp: no user namespaces, sockets of the kinds a kernel uses")
     parts.append(resources.speed_timing())
     return "; ".join(parts)
 

@@ -8,7 +8,12 @@ before it starts the sandbox (launcher.py ``--cgroup``), so that everything insi
 - **memory**: resident memory, page cache and shared memory (``memfd``, tmpfs files: the
   scratch folder, /tmp, /dev/shm, the socket folder; a tmpfs page is charged to the group of
   the process that wrote it) together at most ``--memory``; past it the kernel's OOM
-  killer stops a process of that group and no other;
+  killer stops a process of that group and no other. The bytes queued in the kernel's socket
+  buffers are its memory too: Unix sockets and pipes are charged with the rest (measured in
+  v1, benchmarks/bench_socket_memory.py); TCP (the one internet family the sandbox allows,
+  launcher.py) is charged with the rest in v2 (``sock`` in memory.stat), and in v1 only to a
+  counter of its own (``memory.kmem.tcp``) that Linux keeps only for a group with a TCP limit:
+  each group gets one of TCP_MB, and :meth:`KernelGroup.memory_bytes` adds it;
 - **processes**: at most ``Limits.processes`` tasks (threads included) in the group;
 - **CPU**: every kernel the same weight, so a kernel of 54 busy processes gets the CPU share of
   a kernel of one; and the group's CPU time, which the per-cell CPU limit reads (sandbox.py).
@@ -37,6 +42,11 @@ PARENT = "tinyprof"
 PREFIX = "tinyprof-"
 V1_CONTROLLERS = ("memory", "pids", "cpu", "cpuacct")
 V2_CONTROLLERS = ("memory", "pids", "cpu")
+#: The TCP buffers a kernel may hold under cgroup v1 (memory.kmem.tcp.limit_in_bytes): setting
+#: it makes Linux count them (else they are charged nowhere); a kernel's one TCP socket pair is
+#: ipykernel's pipe for the output of forked processes. The limit is soft (measured: 138 MB
+#: counted for 128 MB queued in 2027 connections), the count is what matters.
+TCP_MB = 64
 _numbers = itertools.count(1)
 
 
@@ -158,6 +168,7 @@ class KernelGroup:
             (folder / "pids.max").write_text(str(processes) if processes else "max")
             return
         for folder in self.folders:
+            _write_if_present(folder / "memory.kmem.tcp.limit_in_bytes", str(TCP_MB * 2**20))
             if memory_mb and (folder / "memory.limit_in_bytes").exists():
                 (folder / "memory.limit_in_bytes").write_text(str(memory_mb * 2**20))
                 _write_if_present(folder / "memory.memsw.limit_in_bytes", str(memory_mb * 2**20))
@@ -186,9 +197,13 @@ class KernelGroup:
         return self._first_number(("memory.peak", "memory.max_usage_in_bytes"))
 
     def memory_bytes(self) -> int | None:
-        """The group's memory use now: resident memory, page cache and shared memory (tmpfs
-        files) of all its processes (v2 ``memory.current``, v1 ``memory.usage_in_bytes``)."""
-        return self._first_number(("memory.current", "memory.usage_in_bytes"))
+        """The group's memory use now: resident memory, page cache, shared memory (tmpfs files)
+        and socket buffers of all its processes (v2 ``memory.current``; v1
+        ``memory.usage_in_bytes`` plus the TCP buffers, ``memory.kmem.tcp.usage_in_bytes``)."""
+        found = self._first_number(("memory.current", "memory.usage_in_bytes"))
+        if found is None or self.backend.version == 2:
+            return found
+        return found + (self._first_number(("memory.kmem.tcp.usage_in_bytes",)) or 0)
 
     def _first_number(self, names: tuple[str, ...]) -> int | None:
         for folder in self.folders:

@@ -39,9 +39,14 @@ what (a leak paid for by a ballast the loop allocates itself at the start of eac
 the leak grows, looks flat until the ballast outgrows the budget: about 21 MB / 2N, 9 to 18 kB
 a step at the chapter's step counts, can hide that way); a loop that asks whether it is being
 tested (its caller's frame, a changed process id) and behaves only then; work done outside the
-kernel's group. The fork is the kernel's own act, done by tinyprof's code there: a kernel that
-patched it is what the static review and the runtime check look for (``intake.review``: patched
-modules, tinyprof's private names).
+kernel's group. Bytes the loop leaves unread in the kernel's own buffers are in the reading:
+Unix sockets and pipes are charged to the group, TCP buffers are added from the group's own
+counter (cgroup v1, resources.py), and the socket kinds a kernel does not need (UDP, IPv6,
+netlink's user protocol, whose queues no group charges: benchmarks/bench_socket_memory.py) are
+refused in the sandbox (launcher.py); were a Linux to stop charging one of the others,
+tests/test_grading_limits.py would fail, not this check. The fork is the kernel's own act,
+done by tinyprof's code there: a kernel that patched it is what the static review and the
+runtime check look for (``intake.review``: patched modules, tinyprof's private names).
 """
 
 from __future__ import annotations
