@@ -30,7 +30,8 @@ Which **clock** times the blocks (``clock=``, :data:`tinyprof.timing.harness.CLO
 programs' turns on the core included; "cpu" (``time.process_time``) counts only this process's
 CPU time. On a loaded machine the wall clock charges a long call for more pre-emptions than a
 short one, so a wall-clock ratio of a 100 ms function to a 3 ms one moves with the load; the
-CPU-time ratio does not. The result records and prints which clock it used.
+CPU-time ratio barely does (a neighbour that shares the caches and the memory bus still slows
+memory-bound code in CPU time too). The result records and prints which clock it used.
 """
 
 from __future__ import annotations
