@@ -140,3 +140,73 @@ def test_plot_ab_labels_its_log_time_axis_with_plain_numbers():
               if t.get_text()]
     assert "100" in labels and not any("times" in t or "^" in t for t in labels), labels
     plt.close(fig)
+
+
+def _sleep_2ms():
+    time.sleep(2e-3)
+
+
+def _work():
+    """About half a millisecond of pure-Python arithmetic: CPU-bound, single-threaded."""
+    total = 0
+    for i in range(20_000):
+        total += i * i
+    return total
+
+
+def test_the_cpu_clock_does_not_count_a_sleep_and_the_wall_clock_does():
+    cpu = ab_test(_sleep_2ms, _work, rounds=9, loops=1, clock="cpu")
+    wall = ab_test(_sleep_2ms, _work, rounds=9, loops=1, clock="wall")
+    assert (cpu.clock, wall.clock) == ("cpu", "wall")
+    assert cpu.baseline.median < 0.2e-3, (
+        "a 2 ms sleep should cost almost no CPU time (the call itself), got "
+        f"{cpu.baseline.median:.2e} s")
+    assert 2e-3 <= wall.baseline.median < 4e-3, (
+        f"by the wall clock a 2 ms sleep takes 2 ms and a little, got {wall.baseline.median:.2e} s")
+    assert "cpu clock" in str(cpu) and "wall clock" in str(wall)
+
+
+def test_both_clocks_agree_on_cpu_bound_work():
+    cpu = ab_test(_work, _work, rounds=15, clock="cpu")
+    wall = ab_test(_work, _work, rounds=15, clock="wall")
+    ratio = wall.baseline.median / cpu.baseline.median
+    assert 0.8 < ratio < 1.2, (
+        f"a single-threaded busy loop should take about as long by either clock: wall "
+        f"{wall.baseline.median:.2e} s against CPU {cpu.baseline.median:.2e} s a call")
+
+
+def test_a_sleep_timed_by_cpu_time_calibrates_to_few_calls():
+    """Calibration grows the calls per block until a block lasts 200 µs: by the block's own
+    reading, or by the wall clock for a call that waits (a sleep's CPU time never reaches it)."""
+    from tinyprof.timing.harness import calibrate_loops, make_block
+
+    started = time.perf_counter()
+    loops = calibrate_loops(make_block(_sleep_2ms, (), {}, "cpu"), 200e-6)
+    took = time.perf_counter() - started
+    assert loops == 1 and took < 1.0, f"calibrated to {loops} calls in {took:.2f} s"
+
+
+@pytest.mark.parametrize("clock, error", [("CPU", ValueError), ("process_time", ValueError),
+                                          (time.process_time, TypeError), (None, TypeError)])
+def test_a_bad_clock_names_the_argument_and_the_choices(clock, error):
+    with pytest.raises(error, match=r"ab_test: clock must be .*'wall', 'cpu'"):
+        ab_test(_work, _work, rounds=9, clock=clock)
+    with pytest.raises(error, match=r"ABResult.from_samples: clock must be"):
+        same = LatencyStats.from_samples([1.0] * 9)
+        ABResult.from_samples(same, same, clock=clock)
+
+
+def test_too_few_rounds_print_no_verdict_beside_their_interval():
+    base = LatencyStats.from_samples([2e-3, 2.1e-3, 1.9e-3, 2.05e-3, 1.95e-3], name="slow")
+    cand = LatencyStats.from_samples([1e-3, 1.05e-3, 0.95e-3, 1.02e-3, 0.98e-3], name="fast")
+    few = ABResult.from_samples(base, cand)
+    assert few.ci[0] > 1.5                       # an interval far from 1 ...
+    assert few.verdict == "no change" and not few.judged   # ... the vocabulary kept for its users
+    line = str(few).splitlines()[0]
+    assert line.endswith("→ too few rounds for a verdict (5 < 9)"), line
+    assert "no change" not in str(few) and "p = " in line, str(few)
+    enough = ABResult.from_samples(LatencyStats.from_samples(base.samples * 3, name="slow"),
+                                   LatencyStats.from_samples(cand.samples * 3, name="fast"))
+    first = str(enough).splitlines()[0]
+    assert enough.judged and first.endswith("wall clock) → faster"), first
+    assert f"p = {enough.p_value:.2g}" in str(enough)

@@ -8,7 +8,11 @@ kernel, then its printed sentences checked against the values its cells computed
   in that order;
 - each prediction is Amdahl's law on the profile *before* its fix with a forecast of only the
   stages the fix touches (how a forecast is made, without running the fixed step, is checked
-  in tests/test_faster.py).
+  in tests/test_faster.py);
+- each fix's A/B and the whole step's time by CPU time with enough rounds for a verdict, and
+  each line says whether the A/B and the speed test's measurement of the same two functions
+  agree within their intervals, and which side moved when they do not (issue 46);
+- the clock passage prints what its four measurements of the same comparison show.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from chapters import SOLUTIONS
 from nbclient import NotebookClient
 
 from tinyprof.faster import analysis, pipeline
+from tinyprof.timing.abtest import MIN_ROUNDS
 
 NOTEBOOK = SOLUTIONS / "08_faster" / "faster.ipynb"
 
@@ -35,6 +40,14 @@ print("PROBE" + _json.dumps({
     "fast_profile": profiles[states[-1]],
     "rows": [{"fix": row["fix"], "predicted": row["predicted"], "forecast": row["forecast"],
               "before": profiles[states[i]]} for i, row in enumerate(proof)],
+    "fixes": {part: {"clock": r.clock, "rounds": r.rounds, "conclusion": r.conclusion,
+                     "ci": r.ci, "p": r.p_value, "speed_ci": fix_speed[part].ci}
+              for part, (r, _) in fix_checks.items()},
+    "whole": {"clock": whole.clock, "rounds": whole.rounds},
+    "clocks": {"wall": step_ab["wall"].speedup, "cpu": step_ab["cpu"].speedup,
+               "cpu_ci": step_ab["cpu"].ci, "speed": step_speed.speedup, "speed_ci": step_speed.ci,
+               "sequential": step_sequential.speedup, "slow_stretch": slow_stretch,
+               "fast_stretch": fast_stretch},
 }))
 """
 
@@ -115,3 +128,46 @@ def test_each_prediction_is_amdahl_on_the_profile_before_its_fix(run):
         assert sorted(row["forecast"]) == sorted(analysis.FIX_STAGES[row["fix"]]), row["fix"]
         assert row["predicted"] == pytest.approx(
             analysis.predicted_speedup(row["before"], row["forecast"]), rel=1e-12), row["fix"]
+
+
+def _overlap(first, second) -> bool:
+    return first[0] <= second[1] and second[0] <= first[1]
+
+
+def test_each_fix_is_checked_by_cpu_time_beside_its_speed_test(run):
+    texts, values = run
+    assert values["whole"] == {"clock": "cpu", "rounds": 9}
+    checks = _output(texts, " vs load_per_sample: A/B ")
+    for part, fix in values["fixes"].items():
+        assert fix["clock"] == "cpu" and fix["rounds"] >= MIN_ROUNDS, (part, fix)
+        line = next(line for line in checks.splitlines() if line.startswith(f"{part}: "))
+        assert f"(p = {fix['p']:.2g}, {fix['rounds']} rounds) → {fix['conclusion']};" in line, line
+        apart = "the intervals do NOT overlap" in line
+        assert apart == (not _overlap(fix["ci"], fix["speed_ci"])), (line, fix)
+        if apart:   # which side's time moved, and the blocks each was timed in
+            assert "a call in the A/B and" in line and "calls a block" in line, line
+
+
+def test_the_clock_passage_prints_what_its_measurements_show(run):
+    texts, values = run
+    clocks = values["clocks"]
+    table = _output(texts, "slow_step vs fast_step, 9 rounds each")
+    for label, key in (("interleaved A/B, wall clock", "wall"),
+                       ("interleaved A/B, CPU time", "cpu"),
+                       ("all of A, then all of B, wall clock", "sequential"),
+                       ("speed test (fresh inputs, CPU time)", "speed")):
+        row = next(line for line in table.splitlines() if line.startswith(label))
+        assert f" {clocks[key]:.1f}× " in row, (label, clocks[key], row)
+    line = _output(texts, "By the wall clock the slow step took")
+    assert (f"the slow step took {clocks['slow_stretch']:.2f}× its CPU time, the fast step "
+            f"{clocks['fast_stretch']:.2f}×") in line, line
+    longer_lost_more = clocks["slow_stretch"] > 1.1 * clocks["fast_stretch"]
+    assert ("the longer step lost more of its time" in line) == longer_lost_more, line
+    if longer_lost_more:
+        assert f"{clocks['wall'] / clocks['cpu']:.2f}× the CPU-time one" in line, line
+    agree = _overlap(clocks["cpu_ci"], clocks["speed_ci"])
+    said_agree = "do NOT agree" not in line and "agree within their intervals" in line
+    assert said_agree == agree, line
+    sequential = (f"All of A before all of B gave {clocks['sequential']:.1f}×, "
+                  f"{clocks['sequential'] / clocks['wall']:.2f}× the interleaved wall-clock")
+    assert sequential in line, line

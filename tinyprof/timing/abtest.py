@@ -20,7 +20,18 @@ of A and one of B in a random order, so that drift hits both alike. From the per
   however significant (criterion.rs calls it the noise threshold);
 - the **verdict**: "faster" when p < ``alpha`` *and* the whole interval lies above 1 + band,
   "slower" when p < ``alpha`` and the whole interval lies below 1/(1 + band), else
-  "no change". Fewer than MIN_ROUNDS rounds always give "no change", with a warning.
+  "no change". Fewer than MIN_ROUNDS rounds give no verdict: the result prints "too few rounds
+  for a verdict" (its ``verdict`` attribute stays "no change", the vocabulary of
+  :mod:`.compare`, and ``judged`` is False), so that an interval far from 1 never sits beside
+  "no change" unexplained.
+
+Which **clock** times the blocks (``clock=``, :data:`tinyprof.timing.harness.CLOCKS`): "wall"
+(``time.perf_counter``, the default) counts everything that happened while a block ran, other
+programs' turns on the core included; "cpu" (``time.process_time``) counts only this process's
+CPU time. On a loaded machine the wall clock charges a long call for more pre-emptions than a
+short one, so a wall-clock ratio of a 100 ms function to a 3 ms one moves with the load; the
+CPU-time ratio barely does (a neighbour that shares the caches and the memory bus still slows
+memory-bound code in CPU time too). The result records and prints which clock it used.
 """
 
 from __future__ import annotations
@@ -37,7 +48,7 @@ from ..torchprobe import synchronized
 from ..units import format_interval, format_seconds
 from .compare import FASTER, NO_CHANGE, SLOWER
 from .context import collect_context
-from .harness import MIN_BLOCK_SECONDS, calibrate_loops, callable_name, make_block
+from .harness import MIN_BLOCK_SECONDS, calibrate_loops, callable_name, clock_named, make_block
 from .stats import LatencyStats, bootstrap_medians
 
 #: Relative change treated as noise, either way.
@@ -142,13 +153,29 @@ class ABResult:
     interleaved: bool = True
     verdict: str = NO_CHANGE
     warnings: tuple[str, ...] = ()
+    clock: str = "wall"
+
+    @property
+    def judged(self) -> bool:
+        """True when there were enough rounds (≥ MIN_ROUNDS) for ``verdict`` to be a verdict."""
+        return self.rounds >= MIN_ROUNDS
+
+    @property
+    def conclusion(self) -> str:
+        """The verdict, or "too few rounds for a verdict (n < MIN_ROUNDS)" when there is none."""
+        if self.judged:
+            return self.verdict
+        return f"too few rounds for a verdict ({self.rounds} < {MIN_ROUNDS})"
 
     @classmethod
     def from_samples(cls, baseline: LatencyStats, candidate: LatencyStats, *,
                      noise_band: float = NOISE_BAND, alpha: float = ALPHA,
-                     interleaved: bool = True, seed: int = 0) -> "ABResult":
-        """Compare two sets of samples already taken (one per round on each side)."""
+                     interleaved: bool = True, seed: int = 0,
+                     clock: str = "wall") -> "ABResult":
+        """Compare two sets of samples already taken (one per round on each side) on ``clock``
+        ("wall" or "cpu", recorded and printed, never re-read)."""
         check_settings(noise_band, alpha, "ABResult.from_samples")
+        clock_named(clock, "ABResult.from_samples")
         for side, stats in (("baseline", baseline), ("candidate", candidate)):
             if not isinstance(stats, LatencyStats):
                 raise TypeError(f"ABResult.from_samples: {side} must be a LatencyStats, got "
@@ -160,7 +187,7 @@ class ABResult:
         notes = []
         if rounds < MIN_ROUNDS:
             notes.append(f"only {rounds} rounds: at least {MIN_ROUNDS} are needed before a "
-                         "difference is called")
+                         "difference is called, so the interval is shown without a verdict")
         if not interleaved:
             notes.append("sequential blocks (all A, then all B): drift between the blocks looks "
                          "like a difference; interleave for a fair comparison")
@@ -169,15 +196,15 @@ class ABResult:
                       if w.kind in ("unstable", "busy machine")]
         return cls(baseline, candidate, baseline.median / candidate.median, ci, p, u, rounds,
                    noise_band, alpha, interleaved,
-                   verdict(ci, p, rounds, noise_band, alpha), tuple(notes))
+                   verdict(ci, p, rounds, noise_band, alpha), tuple(notes), clock)
 
     def __str__(self) -> str:
         name_a, name_b = self.baseline.name or "baseline", self.candidate.name or "candidate"
         lines = [f"{name_b} vs {name_a}: {self.speedup:.3f}× as fast "
                  f"(95% CI {format_interval(self.ci, 'ratio', 3)}, "
                  f"Mann–Whitney p = {self.p_value:.2g}, noise band ±{self.noise_band:.0%}, "
-                 f"{self.rounds} {'interleaved ' if self.interleaved else ''}rounds) → "
-                 f"{self.verdict}",
+                 f"{self.rounds} {'interleaved ' if self.interleaved else ''}rounds, "
+                 f"{self.clock} clock) → {self.conclusion}",
                  f"  medians: {name_a} {format_seconds(self.baseline.median)}, "
                  f"{name_b} {format_seconds(self.candidate.median)}"]
         lines += [f"  warning: {w}" for w in self.warnings]
@@ -229,19 +256,21 @@ class _Guarded:
 def measure_interleaved(functions: Sequence[tuple[str, Callable]], args: tuple = (),
                         kwargs: dict | None = None, *, rounds: int = 30, warmup: int = 3,
                         loops: int | None = None, interleave: bool = True, seed: int = 0,
-                        caller: str = "ab_test", block_seconds: float = MIN_BLOCK_SECONDS
-                        ) -> list[LatencyStats]:
+                        caller: str = "ab_test", block_seconds: float = MIN_BLOCK_SECONDS,
+                        clock: str = "wall") -> list[LatencyStats]:
     """Per-call LatencyStats of each ``(role, fn)`` of ``functions``, timed as :func:`ab_test`
     does: ``warmup`` calls each, loops calibrated per function to ≥ ``block_seconds`` a block
     (200 µs; or ``loops``), then ``rounds`` rounds of one block of each in a random order, the
-    garbage collector off. Sample i of every function comes from round i, so per-round ratios
-    pair up. An exception names the role, the function and the phase (warm-up, calibration,
-    timing)."""
+    garbage collector off, each block timed on ``clock`` ("wall" or "cpu", see
+    :data:`tinyprof.timing.harness.CLOCKS`). Sample i of every function comes from round i, so
+    per-round ratios pair up. An exception names the role, the function and the phase (warm-up,
+    calibration, timing)."""
     rounds = _count(caller, "rounds", rounds, 1)
     warmup = _count(caller, "warmup", warmup, 0)
     if loops is not None:
         loops = _count(caller, "loops", loops, 1)
-    blocks = [_Guarded(caller, role, fn, make_block(fn, args, kwargs or {}))
+    clock_named(clock, caller)
+    blocks = [_Guarded(caller, role, fn, make_block(fn, args, kwargs or {}, clock))
               for role, fn in functions]
     for block in blocks:
         block(warmup)
@@ -266,7 +295,7 @@ def measure_interleaved(functions: Sequence[tuple[str, Callable]], args: tuple =
 def ab_test(baseline: Callable, candidate: Callable, *args: Any, rounds: int = 30,
             warmup: int = 3, loops: int | None = None, noise_band: float = NOISE_BAND,
             alpha: float = ALPHA, interleave: bool = True, seed: int = 0,
-            **kwargs: Any) -> ABResult:
+            clock: str = "wall", **kwargs: Any) -> ABResult:
     """Time ``baseline(*args, **kwargs)`` and ``candidate(*args, **kwargs)`` in ``rounds``
     interleaved rounds (random order in each, ``seed``) after ``warmup`` calls each, with the
     calls per block calibrated to ≥ 200 µs (``loops=None``) or fixed at ``loops`` ≥ 1, and the
@@ -274,23 +303,38 @@ def ab_test(baseline: Callable, candidate: Callable, *args: Any, rounds: int = 3
     all rounds of the baseline first: only for showing why not to. Torch callables on a GPU
     wait for the device at the end of each call (:func:`tinyprof.pytorch.synchronized`).
 
-    Raises TypeError for non-callables or non-integer counts, ValueError for ``rounds`` < 1,
-    ``warmup`` < 0, ``loops`` < 1, a negative ``noise_band`` or ``alpha`` outside (0, 1), and
-    RuntimeError naming the function and the phase when one of them raises."""
+    ``clock`` says what a block's time is:
+
+    - ``"wall"`` (the default): elapsed time, ``time.perf_counter``. Use it for anything that
+      waits, sleeps, reads files or runs threads, and for what a user waits for. On a busy
+      machine it also counts the turns other programs took on the core, more of them the longer
+      a call lasts.
+    - ``"cpu"``: this process's CPU time, ``time.process_time``. Use it for single-threaded,
+      CPU-bound code on a shared machine (what the speed tests, ``tp.testing.expect_faster``,
+      use): other programs barely move it. It counts every thread of the process, so a
+      multi-threaded BLAS call costs its total work, more than the wall time it takes, and a
+      wait costs nothing. (``time.thread_time`` would count only the calling thread and miss
+      the work of BLAS's own threads, so it is not offered.)
+
+    Raises TypeError for non-callables, non-integer counts or a clock that is not a string,
+    ValueError for ``rounds`` < 1, ``warmup`` < 0, ``loops`` < 1, a negative ``noise_band``,
+    ``alpha`` outside (0, 1) or a clock other than "wall" and "cpu", and RuntimeError naming
+    the function and the phase when one of them raises."""
     if not (callable(baseline) and callable(candidate)):
         raise TypeError("ab_test compares two callables: ab_test(baseline, candidate, *args), "
                         f"got {type(baseline).__name__} and {type(candidate).__name__}")
     check_settings(noise_band, alpha)
+    clock_named(clock, "ab_test")
     baseline, candidate = synchronized(baseline, *args), synchronized(candidate, *args)
     stats = measure_interleaved([("baseline", baseline), ("candidate", candidate)], args, kwargs,
                                 rounds=rounds, warmup=warmup, loops=loops,
-                                interleave=interleave, seed=seed)
+                                interleave=interleave, seed=seed, clock=clock)
     if stats[0].name == stats[1].name:
         stats = [LatencyStats.from_samples(s.samples, loops=s.loops, name=label, warmup=warmup,
                                            context=s.context)
                  for s, label in zip(stats, ("A", "B"))]
     return ABResult.from_samples(*stats, noise_band=noise_band, alpha=alpha,
-                                 interleaved=interleave, seed=seed)
+                                 interleaved=interleave, seed=seed, clock=clock)
 
 
 __all__ = ["ABResult", "ALPHA", "MIN_ROUNDS", "NOISE_BAND", "ab_test", "bootstrap_ratio_ci",

@@ -2,10 +2,11 @@
 
 What one sample is
     ``t = perf_counter(); fn() repeated `loops` times; perf_counter() − t``, divided by
-    ``loops``. Nothing is subtracted: the loop's own cost (a few ns per call) and one timer read
-    stay in, because an "empty loop" baseline is itself noisy and subtracting it can give zero
-    or negative times for very fast functions. Instead, ``loops`` is chosen so that a block
-    lasts at least 200 µs and at least ``CALIBRATION_FACTOR`` (1000) times the timer's tick
+    ``loops`` (:func:`tinyprof.ab_test` with ``clock="cpu"`` reads ``process_time`` instead:
+    see :data:`CLOCKS`). Nothing is subtracted: the loop's own cost (a few ns per call) and one
+    timer read stay in, because an "empty loop" baseline is itself noisy and subtracting it can
+    give zero or negative times for very fast functions. Instead, ``loops`` is chosen so that a
+    block lasts at least 200 µs and at least ``CALIBRATION_FACTOR`` (1000) times the timer's tick
     (its resolution, or the measured cost of reading it, whichever is larger): the timer then
     adds < 0.1%.
     So ``lambda: None`` reports what a Python call really costs (about 15–30 ns on a current
@@ -41,7 +42,35 @@ MIN_BLOCK_SECONDS = 200e-6
 MAX_LOOPS = 10_000_000
 _timer = time.perf_counter
 
+#: The clocks a block can be timed by, by name.
+#:
+#: - ``"wall"``, ``time.perf_counter``: elapsed time, everything that happened meanwhile
+#:   included. Right for anything that waits (I/O, sleeps, locks, a device) or runs threads, and
+#:   what a user waits for. On a loaded machine it also counts the time the process was
+#:   pre-empted, which grows with the length of a call: a 100 ms step is interrupted far more
+#:   often than a 3 ms one, so wall-clock ratios move with the machine's load.
+#: - ``"cpu"``, ``time.process_time``: the CPU time of this process, all its threads, user and
+#:   system. Right for single-threaded CPU-bound code on a shared machine: time spent waiting for
+#:   a core, or sleeping, is not counted, so other programs barely move it. It counts every
+#:   thread's work, so a multi-threaded call (a BLAS matmul on 4 threads) costs its total work,
+#:   more than its wall time; waits cost nothing.
+CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}
+
 Block = Callable[[int], float]
+
+
+def clock_named(clock: Any, caller: str = "make_block") -> Callable[[], float]:
+    """The timer function of ``clock`` (a key of :data:`CLOCKS`); TypeError or ValueError
+    naming ``caller``'s ``clock`` argument and the choices otherwise."""
+    if not isinstance(clock, str):
+        raise TypeError(f"{caller}: clock must be a string, one of {', '.join(map(repr, CLOCKS))}; "
+                        f"got {clock!r}")
+    if clock not in CLOCKS:
+        raise ValueError(f"{caller}: clock must be one of {', '.join(map(repr, CLOCKS))} "
+                         "(\"wall\": elapsed time, for code that waits or runs threads; "
+                         "\"cpu\": this process's CPU time, for single-threaded CPU-bound "
+                         f"code); got {clock!r}")
+    return CLOCKS[clock]
 
 
 def callable_name(fn: Any) -> str:
@@ -63,34 +92,36 @@ def timer_overhead(reads: int = 201) -> float:
     return deltas[middle] if len(deltas) % 2 else (deltas[middle - 1] + deltas[middle]) / 2
 
 
-def make_block(fn: Callable, args: tuple, kwargs: dict) -> Block:
-    """A function that times ``loops`` calls of ``fn`` and returns the block's seconds.
+def make_block(fn: Callable, args: tuple, kwargs: dict, clock: str = "wall") -> Block:
+    """A function that times ``loops`` calls of ``fn`` and returns the block's seconds on
+    ``clock`` (a key of :data:`CLOCKS`).
 
     The loop is specialised on whether there are arguments, so that ``fn()`` is not slowed
     down by unpacking an empty ``*args`` every call; ``itertools.repeat`` is the cheapest
     Python loop (the one :mod:`timeit` uses).
     """
+    timer = clock_named(clock)
     if not args and not kwargs:
         def block(loops: int) -> float:
             it = itertools.repeat(None, loops)
-            start = _timer()
+            start = timer()
             for _ in it:
                 fn()
-            return _timer() - start
+            return timer() - start
     elif not kwargs:
         def block(loops: int) -> float:
             it = itertools.repeat(None, loops)
-            start = _timer()
+            start = timer()
             for _ in it:
                 fn(*args)
-            return _timer() - start
+            return timer() - start
     else:
         def block(loops: int) -> float:
             it = itertools.repeat(None, loops)
-            start = _timer()
+            start = timer()
             for _ in it:
                 fn(*args, **kwargs)
-            return _timer() - start
+            return timer() - start
     return block
 
 
@@ -99,15 +130,25 @@ def calibrate_loops(block: Block, target: float) -> int:
 
     Times 1 call; while the block is too short, scales loops by target/measured (×1.2 margin,
     at least ×2, at most ×1000 per step, so a single lucky reading cannot overshoot wildly).
+    A block's length is the larger of its own reading and its wall-clock time, so that a block
+    timed by CPU time of a function that mostly waits (a sleep reads about 0 s of CPU) stops
+    growing once it lasts ``target`` seconds of wall time.
     """
     loops = 1
     while loops < MAX_LOOPS:
-        elapsed = min(block(loops), block(loops))
+        elapsed = min(_lasted(block, loops), _lasted(block, loops))
         if elapsed >= target:
             return loops
         growth = 1000.0 if elapsed <= 0 else min(1000.0, max(2.0, 1.2 * target / elapsed))
         loops = min(MAX_LOOPS, math.ceil(loops * growth))
     return loops
+
+
+def _lasted(block: Block, loops: int) -> float:
+    """max(the block's own reading, its wall-clock time), in seconds."""
+    start = _timer()
+    reading = block(loops)
+    return max(reading, _timer() - start)
 
 
 def _check_count(name: str, value: Any, minimum: int) -> int:
