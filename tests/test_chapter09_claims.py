@@ -44,6 +44,7 @@ print("PROBE" + _json.dumps({
     "batch": BATCH, "kernel": KERNEL,
     "where": {f"{name}|{way}": seconds for (name, way), seconds in where.items()},
     "requests": requests, "crossover": crossover,
+    "members": [path.stat().st_size for path in one_batch], "shard_bytes": shard_bytes,
     "bandwidth_share": {f"{name}|{n:g}": share for (name, n), share in bandwidth_share.items()},
     "jpeg_bytes": jpeg_bytes, "png_bytes": png_bytes,
     "large": large, "large_bytes": large_bytes, "as_modelled": as_modelled,
@@ -114,6 +115,13 @@ def test_each_read_costs_at_least_what_storages_model_charges(values):
         if name in STORAGES:
             model = STORAGES[name].request_seconds(*values["requests"][way])
             assert seconds >= model, f"{key}: {seconds:.4f} s, under the model ({model:.4f})"
+
+
+def test_the_shards_size_is_tars_headers_and_padding(values):
+    """'the shard 40,960: tar gives each member a 512-byte header and pads it to 512-byte blocks,
+    the archive to 10,240-byte records' (two zero blocks end it)."""
+    blocks = sum(1 + math.ceil(size / 512) for size in values["members"]) + 2
+    assert values["shard_bytes"] == math.ceil(blocks * 512 / 10_240) * 10_240, values["shard_bytes"]
 
 
 def test_per_file_reads_pay_the_latency_per_sample_and_a_batched_read_or_shard_once(values):
