@@ -11,10 +11,13 @@ import pytest
 from tinyprof.memcheck import (
     BUDGET,
     KEPT_SLACK,
+    PRINTED_SEEDS,
     TOLERANCE,
+    TYPED_SEEDS,
     LeakCheck,
     Raised,
     Run,
+    draw_seeds,
     measure_twice,
     raise_for_raised,
 )
@@ -98,3 +101,31 @@ def test_measure_twice_reads_a_run_whose_finish_raised():
     assert set(values) == {check.short.steps, check.long.steps}
     assert isinstance(values[check.long.steps], Raised)
     assert "grows" in check.failure()
+
+
+def test_what_the_loop_keeps_must_not_depend_on_the_seed():
+    """The third run (N steps on a drawn seed) against the first (N steps on a seed people
+    type): a loop that leaks only for typed seeds, or only for drawn ones, differs there."""
+    flat = check(run(500, 2 * MB, 19 * MB), run(1000, 2 * MB, 19 * MB))
+
+    def with_other(other: Run) -> LeakCheck:
+        return LeakCheck(flat.short, flat.long, "given readings", other=other,
+                         seeds=(7, 1_234_567_891))
+
+    assert with_other(run(500, 2 * MB + 100_000, 19 * MB)).failure() is None
+    only_typed = LeakCheck(run(500, 500 * 50_000, 19 * MB), run(1000, 1000 * 50_000, 19 * MB),
+                           "given readings", other=run(500, 0, 19 * MB), seeds=(7, 99_999))
+    assert only_typed.failure().startswith("what the loop keeps after it returns grows")
+    only_drawn = with_other(run(500, 500 * 50_000, 19 * MB))
+    message = only_drawn.failure()
+    assert message and "depends on the seed" in message and "seed 1234567891" in message, message
+    held_only = with_other(run(500, 2 * MB, 19 * MB + 500 * 50_000))
+    assert "holds while it runs depends on the seed" in held_only.failure()
+
+
+def test_draw_seeds_gives_a_typed_seed_and_a_drawn_one():
+    rng = random.Random(5)
+    pairs = [draw_seeds(rng) for _ in range(400)]
+    assert all(typed in TYPED_SEEDS and drawn not in TYPED_SEEDS for typed, drawn in pairs)
+    printed = sum(typed in PRINTED_SEEDS for typed, _ in pairs) / len(pairs)
+    assert 0.4 < printed < 0.65, f"the chapter's seeds in {printed:.0%} of the checks, not half"

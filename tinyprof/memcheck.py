@@ -1,10 +1,12 @@
 """``expect_leak_free``: a fixed training loop checked for its outputs and for what it keeps,
 the memory read from outside the student's kernel when tinyprof's grader runs the test.
 
-``expect_leak_free(loop, steps)`` draws a seed and a step count N from a range the test does
-not print (1 to 2 times ``steps``), and has the loop run twice, ``loop(N, seed)`` and
-``loop(2N, seed)`` in a random order. Each run yields two numbers, both above the memory read
-just before it (after a collection and the allocator's trim):
+``expect_leak_free(loop, steps)`` draws a step count N from a range the test does not print
+(1 to 2 times ``steps``) and two seeds (:func:`draw_seeds`): one people type (the chapter's own
+half the time, else 0 to 99 or a favourite such as 1234) and one from 2**31. The loop runs three
+times, in a random order: ``loop(N, typed)``, ``loop(2N, typed)`` and ``loop(N, drawn)``. Each
+run yields two numbers, both above the memory read just before it (after a collection and the
+allocator's trim):
 
 - **kept**: the memory after the loop returned, its garbage collected and its allocator
   trimmed: what the loop keeps;
@@ -13,11 +15,14 @@ just before it (after a collection and the allocator's trim):
   before the loop returns included.
 
 What grows with the steps is the leak: the growth per step of each is its difference between the
-two runs divided by N, and the test fails when either exceeds ``tolerance`` (1 kB a step: a
+N and 2N runs divided by N, and the test fails when either exceeds ``tolerance`` (1 kB a step: a
 fixed loop keeps 32 bytes a step, its list of floats; the chapter's smallest leak keeps 32 kB)
 plus what two runs of a leak-free loop differ by anyway, over N (:data:`KEPT_SLACK` and
 :data:`HELD_SLACK`, 1.5 MB each: 3 kB a step at most at the chapter's step counts), or when
-either run's held memory exceeds :data:`BUDGET`. A run whose loop raised still counts: its
+any run's held memory exceeds :data:`BUDGET`, or when the two runs of N steps, kept or held,
+differ by more than that (what a fixed loop keeps does not depend on its data): a loop that
+leaks only for the seeds its author tries, or only for others (answering the typed seeds from a
+table made in an earlier cell), fails every check. A run whose loop raised still counts: its
 memory was read before its error travels back, and a growth it shows is the reason given (a
 loop that writes what it keeps to files fills the sandbox's scratch folder and raises
 ``OSError``).
@@ -74,6 +79,25 @@ BUDGET = 40 * 2**20
 MEAN_GAP_S = 0.004
 #: Which percentile of the readings during a run is its "held" memory.
 HELD_QUANTILE = 0.9
+#: The seeds chapter 10 prints (the loop's default, the visible test's call), and the seeds
+#: people type (0 to 99, and a few favourites): one run pair of every check uses one of them,
+#: so that a loop that leaks only for the seeds its author tries is measured leaking.
+PRINTED_SEEDS = (0, 7)
+TYPED_SEEDS = (*range(100), 123, 321, 777, 1234, 2024, 2025, 2026, 4321, 12345, 31337, 54321)
+
+
+def draw_seeds(rng: random.Random) -> tuple[int, int]:
+    """The check's two seeds: ``typed``, one of :data:`PRINTED_SEEDS` half the time and of
+    :data:`TYPED_SEEDS` otherwise (for the N and 2N runs), and ``drawn`` from 2**31 (for a
+    third run of N steps). What the loop keeps must not depend on the seed: a loop that leaks
+    only for typed seeds grows between the first two runs, one that leaks only for other seeds
+    (or answers typed seeds from a table computed in an earlier cell) differs between the two
+    runs of N steps."""
+    typed = rng.choice(PRINTED_SEEDS if rng.random() < 0.5 else TYPED_SEEDS)
+    drawn = rng.randrange(2**31)
+    while drawn in TYPED_SEEDS:
+        drawn = rng.randrange(2**31)
+    return typed, drawn
 
 
 def settle(_seed: int = 0) -> int:
@@ -107,14 +131,21 @@ class Run:
 
 @dataclass(frozen=True)
 class LeakCheck:
-    """The two runs of one check (``short``: N steps, ``long``: 2N) and how memory was read;
-    ``kept_per_step`` and ``held_per_step`` are their differences over N."""
+    """The runs of one check (``short``: N steps, ``long``: 2N, both on ``seeds[0]``; ``other``:
+    N steps on ``seeds[1]``, when measured) and how memory was read; ``kept_per_step`` and
+    ``held_per_step`` are the differences of the first two over N."""
 
     short: Run
     long: Run
     method: str
     tolerance: float = TOLERANCE
     budget: float = BUDGET
+    other: Run | None = None
+    seeds: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.other is not None and len(self.seeds) != 2:
+            raise ValueError("a check with a run on another seed names both seeds")
 
     @property
     def kept_per_step(self) -> float:
@@ -130,7 +161,12 @@ class LeakCheck:
         def signed(value: float) -> str:
             return ("−" if value < 0 else "") + size(abs(value))
 
-        return (f"the loop ran {self.short.steps} and {self.long.steps} steps "
+        seeds = ""
+        if self.other is not None:
+            seeds = (f" (seed {self.seeds[0]}; {self.other.steps} steps on seed "
+                     f"{self.seeds[1]}: kept {signed(self.other.kept)}, held "
+                     f"{signed(self.other.held)})")
+        return (f"the loop ran {self.short.steps} and {self.long.steps} steps{seeds} "
                 f"({self.short.seconds:.2f} s and {self.long.seconds:.2f} s, "
                 f"{self.short.readings} and {self.long.readings} readings at random times); "
                 f"kept after it returned: {signed(self.short.kept)} and "
@@ -156,11 +192,36 @@ class LeakCheck:
                     f"(held {size(self.short.held)} and {size(self.long.held)} over {steps}), "
                     f"above the {size(self.tolerance)} a leak-free loop may show: something is "
                     "kept from step to step, even if it is freed before the loop returns")
-        fuller = max(self.long, self.short, key=lambda run: run.held)
+        seeded = self.seed_failure()
+        if seeded:
+            return seeded
+        runs = [self.long, self.short] + ([self.other] if self.other is not None else [])
+        fuller = max(runs, key=lambda run: run.held)
         if fuller.held > self.budget:
             return (f"memory grows {size(fuller.held)} while the loop runs "
                     f"{fuller.steps} steps, above the {size(self.budget)} the loop needs "
                     "(its data, weights, memo and one step's arrays)")
+        return None
+
+
+    def seed_failure(self) -> str | None:
+        """Why what the loop keeps or holds depends on the seed (the two runs of N steps on
+        different seeds differ, either way, by more than a leak-free loop may); None if not."""
+        from .units import format_bytes as size
+
+        if self.other is None:
+            return None
+        steps = self.short.steps
+        for what, mine, theirs, slack in (("keeps after it returns", self.short.kept,
+                                           self.other.kept, KEPT_SLACK),
+                                          ("holds while it runs", self.short.held,
+                                           self.other.held, HELD_SLACK)):
+            if abs(theirs - mine) > self.tolerance * steps + slack:
+                return (f"what the loop {what} depends on the seed: {size(mine)} after "
+                        f"{steps} steps on seed {self.seeds[0]}, {size(theirs)} after {steps} "
+                        f"steps on seed {self.seeds[1]} ({size(abs(theirs - mine) / steps)} a "
+                        "step apart): a fixed loop keeps the same whatever its data, and the "
+                        "grader draws the seeds")
         return None
 
 
@@ -208,18 +269,46 @@ def measure_twice(read: Callable[[], int], settle_now: Callable[[], Any],
     ``settle_now()`` before each, ``start(n)`` runs the loop and returns once its memory is
     settled, ``finish(started)`` its value after the memory after was read. The values by step
     count, and the :class:`LeakCheck`."""
-    counts = list(step_counts(steps, rng))
-    rng.shuffle(counts)
+    n, twice = step_counts(steps, rng)
+    values, runs = _measure(read, settle_now, {n: lambda: start(n), twice: lambda: start(twice)},
+                            finish, rng)
+    return values, LeakCheck(runs[n], runs[twice], method)
+
+
+def measure_seeds(read: Callable[[], int], settle_now: Callable[[], Any],
+                  start: Callable[[int, int], Any], finish: Callable[[Any], Any], steps: int,
+                  seeds: tuple[int, int], method: str,
+                  rng: random.Random) -> tuple[dict[tuple[int, int], Any], LeakCheck]:
+    """The three runs of a check, in a random order: N and 2N steps on ``seeds[0]``, N steps
+    on ``seeds[1]`` (:func:`draw_seeds`); ``start(n, seed)`` as in :func:`measure_twice`. The
+    values by (step count, seed), and the :class:`LeakCheck`."""
+    n, twice = step_counts(steps, rng)
+    typed, drawn = seeds
+    plan = {(n, typed): lambda: start(n, typed), (twice, typed): lambda: start(twice, typed),
+            (n, drawn): lambda: start(n, drawn)}
+    values, runs = _measure(read, settle_now, plan, finish, rng)
+    return values, LeakCheck(runs[n, typed], runs[twice, typed], method,
+                             other=runs[n, drawn], seeds=(typed, drawn))
+
+
+def _measure(read: Callable[[], int], settle_now: Callable[[], Any],
+             plan: dict[Any, Callable[[], Any]], finish: Callable[[Any], Any],
+             rng: random.Random) -> tuple[dict[Any, Any], dict[Any, Run]]:
+    """Each run of ``plan`` (key → its start), in a random order, its memory read around it;
+    the values (a run whose ``finish`` raised as :class:`Raised`) and :class:`Run` by key. A
+    key is a step count or a (step count, seed) pair."""
+    keys = list(plan)
+    rng.shuffle(keys)
     values, runs = {}, {}
-    for n in counts:
+    for key in keys:
         settle_now()
-        started, runs[n] = measure_run(read, lambda n=n: start(n), n, rng)
+        steps = key[0] if isinstance(key, tuple) else key
+        started, runs[key] = measure_run(read, plan[key], steps, rng)
         try:
-            values[n] = finish(started)
+            values[key] = finish(started)
         except Exception as error:  # noqa: BLE001 - judged with the memory (Raised)
-            values[n] = Raised(error)
-    short, long = sorted(runs.values(), key=lambda r: r.steps)
-    return values, LeakCheck(short, long, method)
+            values[key] = Raised(error)
+    return values, runs
 
 
 @dataclass(frozen=True)
@@ -240,11 +329,19 @@ def raise_for_raised(got: dict[int, Any], check: LeakCheck) -> None:
     raised = [(n, value.error) for n, value in sorted(got.items()) if isinstance(value, Raised)]
     if not raised:
         return
-    n, error = raised[0]
+    key, error = raised[0]
     failed = check.failure()
     if failed and not isinstance(error, (TamperingDetected, ReferenceUnavailable)):
-        raise AssertionError(f"{failed}; the {n}-step run also raised: {error}") from error
+        raise AssertionError(f"{failed}; the {_run_name(key)} run also raised: {error}") \
+            from error
     raise error
+
+
+def _run_name(key: Any) -> str:
+    """``700-step`` for a step count, ``700-step (seed 7)`` for a (step count, seed) pair."""
+    if isinstance(key, tuple):
+        return f"{key[0]}-step (seed {key[1]})"
+    return f"{key}-step"
 
 
 def first_wrong_step(got: Any, want: Sequence[float], rtol: float) -> str | None:
@@ -301,25 +398,30 @@ def current_judge() -> Any:
 def expect_leak_free(loop: Callable[[int, int], Sequence[float]], steps: int = 300, *,
                      tolerance: float = TOLERANCE, rtol: float = 1e-7) -> LeakCheck:
     """Assert that ``loop(n, seed)`` returns the clean loop's losses, every step, for two step
-    counts N and 2N drawn around ``steps``, and that neither what it keeps after it returns nor
-    what it holds while it runs grows by more than ``tolerance`` bytes a step between them
-    (module docstring). Prints what was measured; returns the :class:`LeakCheck`."""
+    counts N and 2N drawn around ``steps`` on a seed people type and for N steps on a drawn
+    seed (:func:`draw_seeds`), and that neither what it keeps after it returns nor what it
+    holds while it runs grows by more than ``tolerance`` bytes a step between N and 2N, or
+    differs between the two seeds (module docstring). Prints what was measured; returns the
+    :class:`LeakCheck`."""
     from .leaks.loop import train
 
     rng = random.Random(random.SystemRandom().getrandbits(64))
-    seed = rng.randrange(2**31)
+    seeds = draw_seeds(rng)
     judge = current_judge()
     if judge is not None:
-        got, check = judge.measure_leaks(loop, steps=steps, seed=seed, rng=rng)
+        got, check = judge.measure_leaks(loop, steps=steps, seeds=seeds, rng=rng)
     else:
-        got, check = _here(loop, steps, seed, rng, sys._getframe(1).f_globals)
-    check = LeakCheck(check.short, check.long, check.method, tolerance)
+        got, check = _here(loop, steps, seeds, rng, sys._getframe(1).f_globals)
+    check = LeakCheck(check.short, check.long, check.method, tolerance, other=check.other,
+                      seeds=check.seeds)
     raise_for_raised(got, check)
-    want = clean_losses(max(got), seed) if judge is not None else train(max(got), seed)
-    for n in sorted(got):
-        wrong = first_wrong_step(got[n], want[:n], rtol)
-        if wrong:
-            raise AssertionError(f"{n} steps: {wrong}")
+    for seed in sorted({seed for _, seed in got}):
+        longest = max(n for n, used in got if used == seed)
+        want = clean_losses(longest, seed) if judge is not None else train(longest, seed)
+        for n in sorted(n for n, used in got if used == seed):
+            wrong = first_wrong_step(got[n, seed], want[:n], rtol)
+            if wrong:
+                raise AssertionError(f"{n} steps on seed {seed}: {wrong}")
     print(check.describe())
     failed = check.failure()
     if failed:
@@ -327,24 +429,25 @@ def expect_leak_free(loop: Callable[[int, int], Sequence[float]], steps: int = 3
     return check
 
 
-def _here(loop: Callable, steps: int, seed: int, rng: random.Random,
-          namespace: dict) -> tuple[dict[int, Any], LeakCheck]:
+def _here(loop: Callable, steps: int, seeds: tuple[int, int], rng: random.Random,
+          namespace: dict) -> tuple[dict[tuple[int, int], Any], LeakCheck]:
     """The check in this process (no grader): its resident set read by a thread."""
     from .leaks.measure import rss_bytes, small_pages
     from .testing import Switch
 
-    def start(n: int) -> Any:
+    def start(n: int, seed: int) -> Any:
         value = loop(n, seed)
         settle()
         return value
 
     with small_pages(), Switch((), namespace):   # opened once: its first opening allocates
-        return measure_twice(lambda: rss_bytes() or 0, settle, start, lambda value: value,
-                             steps, "this process's resident set, read in this kernel (not by "
-                             "a grader)", rng)
+        return measure_seeds(lambda: rss_bytes() or 0, settle, start, lambda value: value,
+                             steps, seeds, "this process's resident set, read in this kernel "
+                             "(not by a grader)", rng)
 
 
-__all__ = ["BUDGET", "HELD_QUANTILE", "HELD_SLACK", "KEPT_SLACK", "MEAN_GAP_S", "TOLERANCE",
-           "LeakCheck", "Raised", "Run", "clean_losses", "current_judge", "expect_leak_free",
-           "first_wrong_step", "measure_run", "measure_twice", "raise_for_raised", "settle",
+__all__ = ["BUDGET", "HELD_QUANTILE", "HELD_SLACK", "KEPT_SLACK", "MEAN_GAP_S",
+           "PRINTED_SEEDS", "TOLERANCE", "TYPED_SEEDS", "LeakCheck", "Raised", "Run",
+           "clean_losses", "current_judge", "draw_seeds", "expect_leak_free", "first_wrong_step",
+           "measure_run", "measure_seeds", "measure_twice", "raise_for_raised", "settle",
            "step_counts"]

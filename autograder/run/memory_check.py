@@ -12,10 +12,13 @@ the test prints). Here the grade rests on what the loop keeps, as a function of 
   process of the kernel (a child it started to hold memory) and the files of its tmpfs folders
   (its scratch folder, /tmp); without control groups, the resident set of its process tree from
   ``/proc`` (which misses tmpfs files: the printed method says which).
-- **Two runs, at step counts the kernel learns only when called.** N is drawn here from 1 to
-  2 times ``steps`` at every grading, and the loop runs N and 2N steps in a random order
-  (``tinyprof.memcheck.measure_twice``); what grows between them is the leak. A leak that
-  starts after the printed step counts, or only at them, is in the runs.
+- **Three runs, at step counts and seeds the kernel learns only when called.** N is drawn
+  from 1 to 2 times ``steps`` at every grading, and the loop runs N and 2N steps on a seed people
+  type (the chapter's own half the time) and N steps on a seed drawn from 2**31, in a random
+  order (``tinyprof.memcheck.measure_seeds``); what grows between N and 2N is the leak, and
+  what differs between the two seeds is a loop that behaves by its seed. A leak that starts
+  after the printed step counts, or only at them, or only for the seeds its author tries, is in
+  the runs.
 - **Each run in a fork, held after it returns** (``tinyprof.testing.forked``, one judge call,
   tinyprof switched off). Before the fork the kernel collects its garbage and trims its
   allocator (``tinyprof.memcheck.settle``), then the grader reads the group (the median of three
@@ -37,11 +40,19 @@ What the grader observes: the group's memory before each run, at random times du
 after the loop returned and the child settled; the losses. What it cannot: which pages hold
 what (a leak paid for by a ballast the loop allocates itself at the start of each run, freed as
 the leak grows, looks flat until the ballast outgrows the budget: about 21 MB / 2N, 9 to 18 kB
-a step at the chapter's step counts, can hide that way); a loop that asks whether it is being
-tested (its caller's frame, a changed process id) and behaves only then; work done outside the
-kernel's group. The fork is the kernel's own act, done by tinyprof's code there: a kernel that
-patched it is what the static review and the runtime check look for (``intake.review``: patched
-modules, tinyprof's private names).
+a step at the chapter's step counts, can hide that way); work done outside the kernel's group;
+and a loop that asks whether it is being tested and behaves only then. The sandbox hides what
+it can of that (the machine's host name, an account for the kernel's user, the environment
+variables a kernel needs only, no rlimits of memory and processes of its own where a control
+group holds them: kernel/isolation.py), and the seeds are those a student tries as well as
+drawn ones; what cannot be hidden is flagged for review, as unsure, by the static review
+(``intake.tells``): a fork's process id and its CPU time starting at 0, the grader's request
+on the call stack, the sandbox's /proc (its limits, its network of one loopback, its control
+group), the environment, the user, the paths. A loop that keys on its author's own machine
+(a file only their folder holds, their home's path) cannot be told apart from honest code that
+lists a folder: that stays a gap. The fork is the kernel's own act, done by tinyprof's code
+there: a kernel that patched it is what the static review and the runtime check look for
+(``intake.review``: patched modules, tinyprof's private names).
 """
 
 from __future__ import annotations
@@ -49,7 +60,7 @@ from __future__ import annotations
 import random
 from typing import Any, Callable
 
-from tinyprof.memcheck import LeakCheck, measure_twice, settle
+from tinyprof.memcheck import LeakCheck, measure_seeds, settle
 from tinyprof.testing.forked import ForkedRun, no_steps
 
 
@@ -61,10 +72,12 @@ class LeakBench:
         self.read = read
         self.method = method
 
-    def measure(self, judge: Any, loop: Any, steps: int, seed: int,
-                rng: random.Random | None = None) -> tuple[dict[int, Any], LeakCheck]:
-        """The losses ``loop(n, seed)`` returned in the kernel for both step counts, and the
-        :class:`~tinyprof.memcheck.LeakCheck` of the two runs (module docstring)."""
+    def measure(self, judge: Any, loop: Any, steps: int, seeds: tuple[int, int],
+                rng: random.Random | None = None) -> tuple[dict[tuple[int, int], Any],
+                                                           LeakCheck]:
+        """The losses ``loop(n, seed)`` returned in the kernel for each run, by (step count,
+        seed), and the :class:`~tinyprof.memcheck.LeakCheck` of the three runs (module
+        docstring)."""
         from .judge import Kernel
 
         if type(loop) is not Kernel:
@@ -74,10 +87,11 @@ class LeakBench:
         rng = rng or random.Random(random.SystemRandom().getrandbits(64))
         with judge.switch(()):
             judge.call(fork, None, (no_steps, 0, 0), {}).finish()   # a first fork: warm-up
-            return measure_twice(
+            return measure_seeds(
                 self.read, lambda: judge.make(settle, [0]),
-                lambda n: judge.call(fork, None, (loop, int(n), int(seed)), {}),
-                lambda held: held.finish(), int(steps), self.method(), rng)
+                lambda n, seed: judge.call(fork, None, (loop, int(n), int(seed)), {}),
+                lambda held: held.finish(), int(steps), (int(seeds[0]), int(seeds[1])),
+                self.method(), rng)
 
 
 __all__ = ["LeakBench"]
