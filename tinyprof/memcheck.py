@@ -192,16 +192,13 @@ class LeakCheck:
                     f"(held {size(self.short.held)} and {size(self.long.held)} over {steps}), "
                     f"above the {size(self.tolerance)} a leak-free loop may show: something is "
                     "kept from step to step, even if it is freed before the loop returns")
-        seeded = self.seed_failure()
-        if seeded:
-            return seeded
         runs = [self.long, self.short] + ([self.other] if self.other is not None else [])
         fuller = max(runs, key=lambda run: run.held)
         if fuller.held > self.budget:
             return (f"memory grows {size(fuller.held)} while the loop runs "
                     f"{fuller.steps} steps, above the {size(self.budget)} the loop needs "
                     "(its data, weights, memo and one step's arrays)")
-        return None
+        return self.seed_failure()
 
 
     def seed_failure(self) -> str | None:
