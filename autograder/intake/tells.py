@@ -7,8 +7,8 @@ environment variables) is leak-free exactly where it is measured.
 
 *Defence*, in two parts. What can be made the same is made the same where the run happens: the
 sandbox keeps the machine's host name, an account for the kernel's uid, only the environment
-variables a kernel needs (kernel/isolation.py), and under a memory control group no rlimit of
-memory, processes or file size of its own (the group and the folders' sizes hold those); the
+variables a kernel needs (kernel/isolation.py), and under a control group no rlimit of memory
+or processes of its own (the group holds those; ``rlimit_options``); the
 leak check runs its loop on a seed people type and on a drawn one (tinyprof/memcheck.py). What
 cannot be made the same is listed here, for the static review (review.py) to flag, as unsure
 (honest code can do it too, so the summary lists it for review): a fork has another process
@@ -77,7 +77,7 @@ SETTINGS_VARIABLES = frozenset({"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_
 #: machine's home, a container's marker. ``/proc/self/statm`` is chapter 10's own reading.
 MACHINE_PATH = re.compile(r"^(/proc(/|$)|/sys(/|$)|/etc/(hostname|passwd|group|machine-id|"
                           r"os-release|hosts)$|/home/|/Users/|/root(/|$)|/run/|/\.dockerenv$|"
-                          r"/var/run/|[A-Za-z]:\\\\Users\\\\)")
+                          r"/var/run/|[A-Za-z]:[\\/]Users[\\/])")
 ALLOWED_PATHS = frozenset({"/proc/self/statm"})
 
 
