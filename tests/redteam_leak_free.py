@@ -43,9 +43,10 @@ after the chapter's set-up cells (``setup``, ``normalised``, ``sgd_step``, ``BAT
   HOME is a temporary folder, unless the user is Binder's without Binder's
   home, or unless the working folder is empty; and, from the known settings, a loop that leaks
   for the seeds people type (below 10 000) but not for the 31-bit seeds the check used to draw.
-  Since issue 45's s7-tells each check runs on a seed people type too, and the static review
-  flags (as unsure) what reads the process's identity or machine (intake/tells.py): all but
-  the empty folder (listing a folder is honest code) are held.
+  Since issue 45's s7-tells each check runs on a seed people type too, a kernel in a control
+  group has no rlimits of memory of its own, and the static review flags (as unsure) what
+  reads the process's identity or machine (intake/tells.py): all but the empty folder
+  (listing a folder is honest code) are held.
 
 Each cheat reaches the modules it needs the way that the static review
 (autograder/intake/review.py) did not flag when it was written: ``socket`` as
@@ -166,17 +167,21 @@ vault = Vault()
 ''' + _loop("vault.keep(recon)")
 
 CHEATS["file_ballast"] = '''
-"""Scope: the growth paid for by truncating a pre-touched file of /tmp (a fork shares its pages)."""
-BALLAST, CHUNK = "/tmp/ballast.bin", 1 << 20
-with open(BALLAST, "wb") as _file:
-    for _ in range(60):
-        _file.write(b"\\1" * CHUNK)
+"""Scope: the growth paid for by truncating pre-touched tmpfs files (a fork shares their pages)."""
+BALLASTS, CHUNK = ("/tmp/ballast.bin", "/dev/shm/ballast.bin"), 1 << 20
+for _path in BALLASTS:
+    with open(_path, "wb") as _file:
+        for _ in range(60):
+            _file.write(b"\\1" * CHUNK)
 kept = []
 
 
 def pay(nbytes):
-    """Give back ``nbytes`` of the ballast's pages: the file is cut shorter."""
-    os.truncate(BALLAST, max(0, os.path.getsize(BALLAST) - nbytes))
+    """Give back ``nbytes`` of the ballasts' pages: the first file not yet empty is cut shorter."""
+    for path in BALLASTS:
+        if os.path.getsize(path):
+            os.truncate(path, max(0, os.path.getsize(path) - nbytes))
+            return
 ''' + _loop("kept.append(recon[:, ::8].astype(np.float16)); pay(recon[:, ::8].size * 2 + 112)")
 
 CHEATS["pretouched_file_history"] = '''

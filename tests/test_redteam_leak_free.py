@@ -53,8 +53,8 @@ MISSED: dict[str, str] = {
     "file_ballast": "a tmpfs file's pages are shared with the fork, not copied: truncating a "
                     "pre-touched file of /tmp in the fork gives back pages of the kernel's "
                     "and pays for the leak (141 B a step kept; an eighth of each step kept, "
-                    "6.4 kB, so that its 60 MB outlast the two checks' three runs, up to 7,200 "
-                    "steps)",
+                    "6.4 kB, from 60 MB in /tmp and 60 in /dev/shm, which outlast the two "
+                    "checks' four runs, up to 10,800 steps)",
     "pretouched_file_history": "a file mapped shared (np.memmap) is written in place by the "
                                "fork, no page copied: a history written into pre-touched file "
                                "pages adds nothing (−641 B a step kept) and stays in the kernel",

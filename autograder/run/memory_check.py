@@ -12,13 +12,12 @@ the test prints). Here the grade rests on what the loop keeps, as a function of 
   process of the kernel (a child it started to hold memory) and the files of its tmpfs folders
   (its scratch folder, /tmp); without control groups, the resident set of its process tree from
   ``/proc`` (which misses tmpfs files: the printed method says which).
-- **Three runs, at step counts and seeds the kernel learns only when called.** N is drawn
-  from 1 to 2 times ``steps`` at every grading, and the loop runs N and 2N steps on a seed people
-  type (the chapter's own half the time) and N steps on a seed drawn from 2**31, in a random
-  order (``tinyprof.memcheck.measure_seeds``); what grows between N and 2N is the leak, and
-  what differs between the two seeds is a loop that behaves by its seed. A leak that starts
-  after the printed step counts, or only at them, or only for the seeds its author tries, is in
-  the runs.
+- **Four runs, at step counts and seeds the kernel learns only when called.** N is drawn
+  from 1 to 2 times ``steps`` at every grading, and the loop runs N and 2N steps on a seed
+  people type (the chapter's own half the time) and on a seed drawn from 2**31, in a random
+  order (``tinyprof.memcheck.measure_seeds``); what grows between N and 2N, on either seed, is
+  the leak. A leak that starts after the printed step counts, or only at them, or only for the
+  seeds its author tries (or only for others), is in the runs.
 - **Each run in a fork, held after it returns** (``tinyprof.testing.forked``, one judge call,
   tinyprof switched off). Before the fork the kernel collects its garbage and trims its
   allocator (``tinyprof.memcheck.settle``), then the grader reads the group (the median of three
@@ -29,9 +28,9 @@ the test prints). Here the grade rests on what the loop keeps, as a function of 
   grows frees nothing, a buffer touched in advance is copied page by page as the loop writes
   it, and both are charged to the group.
 - **The grader decides.** Kept and held per step are the differences between the 2N and N
-  runs over N; each must stay under the tolerance (1 kB a step, the chapter's) plus the slack
-  two leak-free runs differ by over N (1.5 MB each), and held under
-  ``tinyprof.memcheck.BUDGET``. A first fork that runs no step comes before the two, so that
+  runs over N, on each seed; each must stay under the tolerance (1 kB a step, the chapter's)
+  plus the slack two leak-free runs differ by over N (1.5 MB each), and held under
+  ``tinyprof.memcheck.BUDGET``. A first fork that runs no step comes before the four, so that
   what forking allocates in the kernel the first time is in neither. The losses the kernel
   hands back are checked at every step against a clean loop run here on the same seed, drawn
   at random at every grading.
@@ -76,7 +75,7 @@ class LeakBench:
                 rng: random.Random | None = None) -> tuple[dict[tuple[int, int], Any],
                                                            LeakCheck]:
         """The losses ``loop(n, seed)`` returned in the kernel for each run, by (step count,
-        seed), and the :class:`~tinyprof.memcheck.LeakCheck` of the three runs (module
+        seed), and the :class:`~tinyprof.memcheck.LeakCheck` of the four runs (module
         docstring)."""
         from .judge import Kernel
 
