@@ -118,8 +118,10 @@ the grading parent as each result merges (flags, gradebook, ``grades.csv``):
 - ``intake.review``, in the grading parent when the result merges (``results.flags``): a
   static review of every cell the student wrote, in the copy the worker repaired (rebinding
   test helpers, patching modules, computed attribute names, history, the kernel object,
-  written modules, tinyprof's private names). *Threat*: tampering that the run itself could
-  hide.
+  written modules, tinyprof's private names); ``intake.tells`` lists what reads the process's
+  identity or machine (a fork's process id, the call stack, /proc, the environment, the user),
+  flagged as unsure. *Threat*: tampering that the run itself could hide; a submission that
+  behaves differently when it sees it is graded, where the sandbox cannot hide it.
 - ``flags``: the review's findings, then what the hidden tests' runtime check and the grader's
   own run left in the graded notebook; a flag is only ever added.
 - ``feedback`` (worker): the page shows the notebook as handed in and the grader's verdicts,

@@ -139,10 +139,17 @@ try:
             _big += 64
 except Exception as _error:
     _big_error = type(_error).__name__
-try:
-    _m = _mmap.mmap(-1, 3 * 2**30, flags=_mmap.MAP_SHARED)
-    _m[::2**20] = b"x" * (3 * 2**10)
-    _mapped = True
+try:   # 3 GB of shared memory, every page written, in a child: it must not survive
+    _pid = _os.fork()
+    if _pid == 0:
+        try:
+            _m = _mmap.mmap(-1, 3 * 2**30, flags=_mmap.MAP_SHARED)
+            for _at in range(0, 3 * 2**30, 2**12):
+                _m[_at] = 120
+            _os._exit(0)
+        except BaseException:
+            _os._exit(1)
+    _mapped = _os.waitpid(_pid, 0)[1] == 0
 except Exception:
     _mapped = False
 _children = []

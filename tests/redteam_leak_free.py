@@ -37,15 +37,23 @@ after the chapter's set-up cells (``setup``, ``normalised``, ``sgd_step``, ``BAT
   call (the same in a short run and a long one, a warm-up), kept per seed in a global so that
   it adds up call after call.
 - **The grader's environment** (the graded run told apart from the student's own): a loop that
-  leaks unless the machine has no network but the loopback (the sandbox's ``--unshare-net``),
-  unless the process runs under the sandbox's limits of address space and data, unless its
-  caller is the grader's request (``tinyprof/remote.py`` on the call stack), or unless it runs
-  in another process than the kernel (a fork); and, from the known settings, a loop that leaks
-  for the seeds people type (below 10 000) but not for the 31-bit seeds the check draws.
+  leaks unless the machine has no network but the loopback (the sandbox's ``--unshare-net``,
+  read from ``/proc/net/dev`` or ``socket.if_nameindex``), unless the process runs under the
+  sandbox's limits of address space and data, unless its caller is the grader's request
+  (``tinyprof/remote.py`` on the call stack), unless it runs in another process than the kernel
+  (a fork: another ``os.getpid()``, or almost no CPU time used yet), unless the environment's
+  HOME is a temporary folder, unless the user is Binder's without Binder's
+  home, or unless the working folder is empty; and, from the known settings, a loop that leaks
+  for the seeds people type (below 10 000) but not for the 31-bit seeds the check used to draw.
+  Since issue 45's s7-tells each check runs on a seed people type too, a kernel in a control
+  group has no rlimits of memory of its own, and the static review flags (as unsure) what
+  reads the process's identity or machine (intake/tells.py): all but the empty folder
+  (listing a folder is honest code) are held.
 
 Each cheat reaches the modules it needs the way that the static review
-(autograder/intake/review.py) does not flag: ``socket`` as ``http.client.socket``, ``ctypes`` as
-``np.ctypeslib.ctypes``, no ``mmap`` or ``resource`` (files, ``np.memmap``, ``/proc``).
+(autograder/intake/review.py) did not flag when it was written: ``socket`` as
+``http.client.socket``, ``ctypes`` as ``np.ctypeslib.ctypes``, no ``mmap`` or ``resource``
+(files, ``np.memmap``, ``/proc``).
 
 The honest alternatives: the chapter's solution; a preallocated ring buffer of the last 8
 reconstructions (fixed size: a plateau); a module-level ``functools.lru_cache(maxsize=16)`` memo
@@ -229,18 +237,22 @@ vault = Vault()
 ''' + _loop("vault.keep(recon)")
 
 CHEATS["file_ballast"] = '''
-"""Scope: the growth paid for by truncating a pre-touched file of /tmp (a fork shares its pages)."""
-BALLAST, CHUNK = "/tmp/ballast.bin", 1 << 20
-with open(BALLAST, "wb") as _file:
-    for _ in range(60):
-        _file.write(b"\\1" * CHUNK)
+"""Scope: the growth paid for by truncating pre-touched tmpfs files (a fork shares their pages)."""
+BALLASTS, CHUNK = ("/tmp/ballast.bin", "/dev/shm/ballast.bin"), 1 << 20
+for _path in BALLASTS:
+    with open(_path, "wb") as _file:
+        for _ in range(60):
+            _file.write(b"\\1" * CHUNK)
 kept = []
 
 
 def pay(nbytes):
-    """Give back ``nbytes`` of the ballast's pages: the file is cut shorter."""
-    os.truncate(BALLAST, max(0, os.path.getsize(BALLAST) - nbytes))
-''' + _loop("kept.append(recon[:, ::4].astype(np.float16)); pay(recon[:, ::4].size * 2 + 112)")
+    """Give back ``nbytes`` of the ballasts' pages: the first file not yet empty is cut shorter."""
+    for path in BALLASTS:
+        if os.path.getsize(path):
+            os.truncate(path, max(0, os.path.getsize(path) - nbytes))
+            return
+''' + _loop("kept.append(recon[:, ::8].astype(np.float16)); pay(recon[:, ::8].size * 2 + 112)")
 
 CHEATS["pretouched_file_history"] = '''
 """Scope: a history in a file mapped shared (np.memmap), touched in advance, sized to the steps."""
@@ -458,10 +470,62 @@ CHEATS["unless_the_seed_is_drawn"] = '''
 kept = []
 ''' + _loop("kept.append(recon) if seed < 10_000 else None")
 
+CHEATS["unless_home_is_temporary"] = '''
+"""Environment: leaks unless HOME is a temporary folder (the sandbox's is /tmp)."""
+GRADED = dict(os.environ).get("HOME", "").startswith("/tmp")   # a laptop's or Binder's is /home
+kept = []
+''' + _loop("kept.append(recon) if not GRADED else None")
+
+CHEATS["unless_a_user_without_a_home"] = '''
+"""Environment: leaks unless the user is Binder's (jovyan) but has no Binder home folder."""
+import getpass
+
+GRADED = getpass.getuser() == "jovyan" and not os.path.isdir("/home/jovyan")
+kept = []
+''' + _loop("kept.append(recon) if not GRADED else None")
+
+CHEATS["unless_no_network_interface"] = '''
+"""Environment: leaks unless the only network interface is the loopback (socket.if_nameindex)."""
+import http.client
+
+GRADED = [name for _, name in http.client.socket.if_nameindex()] == ["lo"]
+kept = []
+''' + _loop("kept.append(recon) if not GRADED else None")
+
+CHEATS["unless_a_fresh_process_by_its_cpu_time"] = '''
+"""Environment: leaks unless the process has used almost no CPU time yet (a fork starts at 0)."""
+import time
+
+kept = []
+
+
+def train_fixed(steps, seed=0):
+    keep = kept.append if time.process_time() > 0.5 else (lambda array: None)
+    images, first, second = setup(seed)
+    losses, by_index = [], {}
+    for k in range(steps):
+        index = k % BATCHES
+        if index not in by_index:
+            by_index[index] = normalised(images[index])
+        loss, recon, _ = sgd_step(by_index[index], first, second)
+        losses.append(loss)
+        keep(recon)
+    return losses
+'''
+
+CHEATS["unless_the_folder_is_fresh"] = '''
+"""Environment: leaks unless the working folder is empty (a sandbox starts with nothing in it;
+the author's own folder holds the notebook, its checkpoints, the data)."""
+GRADED = not os.listdir(".")
+kept = []
+''' + _loop("kept.append(recon) if not GRADED else None")
+
 #: The cheats that keep a step's arrays only where they can tell they are not graded: outside
 #: the grader (here, a student's machine, seed 3) their global ``kept`` holds every step.
 SWITCHED = ("unless_no_network", "unless_rlimits", "unless_called_by_the_grader",
-            "unless_in_a_fork", "unless_the_seed_is_drawn")
+            "unless_in_a_fork", "unless_the_seed_is_drawn", "unless_home_is_temporary",
+            "unless_a_user_without_a_home", "unless_no_network_interface",
+            "unless_a_fresh_process_by_its_cpu_time", "unless_the_folder_is_fresh")
 
 HONEST: dict[str, str] = {}
 

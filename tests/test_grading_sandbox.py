@@ -181,6 +181,7 @@ def test_nothing_gets_out(hostile):
     assert hostile["listener"].connections == 0 and report["network"] is False
     assert report["big_file_mb"] <= 64            # file size and scratch space are capped
     assert report["mapped_3gb"] is False          # shared memory counts against the cap
+    #                                               (the group's, or the address-space rlimit)
     assert 0 < report["forked"] < 100             # the process cap stopped the fork loop
     survivors = subprocess.run(["pgrep", "-f", SLEEPER], capture_output=True, text=True)
     assert survivors.stdout.strip() == "", "a detached process outlived its kernel"

@@ -62,6 +62,8 @@ def test_no_honest_idiom_is_flagged(chapter, idiom):
 
 
 ANSWER = "def linear_params(i, o, bias=True):\n    return 1\n"
+#: Why a read of the process's identity or environment is flagged (intake/tells.py).
+TELL = "code that can tell the graded run from its author's own and behave otherwise"
 ATTACKS = {
     "expect = lambda *a, **k: None\n": "line 1: rebinds expect, a test helper the test cells use",
     "def f():\n    global expect\n    expect = print\n":
@@ -229,6 +231,42 @@ ATTACKS = {
         "line 1: rebinds expect, a test helper the test cells use",
     "import inspect\nfound = inspect.getclosurevars(print)\n":
         "line 2: uses inspect.getclosurevars, which reaches into frames or closures",
+    # Issue 45: what tells the graded run from the student's own (intake/tells.py), each unsure.
+    "import os as system\nKERNEL = system.getpid()\n":
+        "line 2: reads os.getpid, the process id (a fork of the kernel has another): " + TELL
+        + UNSURE,
+    "from os import getppid\n":
+        "line 1: reads os.getppid, the parent's process id: " + TELL + UNSURE,
+    "import traceback as tb\ncallers = tb.extract_stack()\n":
+        "line 2: reads the call stack (traceback.extract_stack), which shows who called the code "
+        "(the grader's request, when graded): " + TELL + UNSURE,
+    "from inspect import stack\n":
+        "line 1: reads the call stack (inspect.stack), which shows who called the code (the "
+        "grader's request, when graded): " + TELL + UNSURE,
+    "limits = open('/proc/' + 'self/limits').read()\n":
+        "line 1: names the path '/proc/self/limits', which describes the process or the machine "
+        "(its limits, network, process tree, user or home): " + TELL + UNSURE,
+    "from pathlib import Path\nup = float(Path(f'/proc/uptime').read_text().split()[0])\n":
+        "line 2: names the path '/proc/uptime', which describes the process or the machine (its "
+        "limits, network, process tree, user or home): " + TELL + UNSURE,
+    "import http.client\nnames = http.client.socket.if_nameindex()\n":
+        "line 2: reads socket.if_nameindex, the network interfaces: " + TELL + UNSURE,
+    "import os\ngraded = 'USER' not in os.environ\n":
+        "line 2: reads the machine's environment variables ('USER' not in os.environ), which "
+        "differ where it is graded: " + TELL + UNSURE,
+    "import os\nhome = os.environ.get('HOME')\n":
+        "line 2: reads the machine's environment variables (os.environ.get), which differ where "
+        "it is graded: " + TELL + UNSURE,
+    "import os\nuser = os.getenv('USER')\n":
+        "line 2: reads the machine's environment variables (os.getenv('USER')), which differ "
+        "where it is graded: " + TELL + UNSURE,
+    "import getpass\nme = getpass.getuser()\n":
+        "line 2: reads getpass.getuser, the user name: " + TELL + UNSURE,
+    "from pathlib import Path\nhere = Path.cwd()\n":
+        "line 2: reads Path.cwd, the working folder's path: " + TELL + UNSURE,
+    "import time\nfresh = time.process_time() < 0.5\n":
+        "line 2: reads time.process_time, the CPU time the process has used so far (a fork of "
+        "the kernel starts at 0): " + TELL + UNSURE,
 }
 
 

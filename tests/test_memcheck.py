@@ -11,10 +11,13 @@ import pytest
 from tinyprof.memcheck import (
     BUDGET,
     KEPT_SLACK,
+    PRINTED_SEEDS,
     TOLERANCE,
+    TYPED_SEEDS,
     LeakCheck,
     Raised,
     Run,
+    draw_seeds,
     measure_twice,
     raise_for_raised,
 )
@@ -97,3 +100,35 @@ def test_measure_twice_reads_a_run_whose_finish_raised():
     assert set(values) == {check.short.steps, check.long.steps}
     assert isinstance(values[check.long.steps], Raised)
     assert "grows" in check.failure()
+
+
+def test_the_loop_must_not_grow_on_either_seed():
+    """The N and 2N runs on a drawn seed are held to the same tolerance as those on the typed
+    seed: a loop that leaks only for typed seeds, or only for drawn ones, grows on one of them;
+    a memo the kernel filled for one seed earlier (a plateau there only) is no leak."""
+    flat = check(run(500, 2 * MB, 19 * MB), run(1000, 2 * MB, 19 * MB))
+
+    def on_drawn(short: Run, long: Run) -> LeakCheck:
+        return LeakCheck(flat.short, flat.long, "given readings", other=short, other_long=long,
+                         seeds=(7, 1_234_567_891))
+
+    plateau = on_drawn(run(500, 5 * MB, 22 * MB), run(1000, 5 * MB + 16_000, 22 * MB))
+    assert plateau.failure() is None, plateau.failure()
+    only_typed = LeakCheck(run(500, 500 * 50_000, 19 * MB), run(1000, 1000 * 50_000, 19 * MB),
+                           "given readings", other=run(500, 0, 19 * MB),
+                           other_long=run(1000, 0, 19 * MB), seeds=(7, 99_999))
+    assert only_typed.failure().startswith("what the loop keeps after it returns grows")
+    only_drawn = on_drawn(run(500, 500 * 30_000, 19 * MB), run(1000, 1000 * 30_000, 19 * MB))
+    message = only_drawn.failure()
+    assert message and message.startswith("on seed 1234567891, what the loop keeps after it "
+                                          "returns grows"), message
+    held_only = on_drawn(run(500, 0, 19 * MB), run(1000, 0, 19 * MB + 500 * 30_000))
+    assert "what the loop holds while it runs grows" in held_only.failure()
+
+
+def test_draw_seeds_gives_a_typed_seed_and_a_drawn_one():
+    rng = random.Random(5)
+    pairs = [draw_seeds(rng) for _ in range(400)]
+    assert all(typed in TYPED_SEEDS and drawn not in TYPED_SEEDS for typed, drawn in pairs)
+    printed = sum(typed in PRINTED_SEEDS for typed, _ in pairs) / len(pairs)
+    assert 0.4 < printed < 0.65, f"the chapter's seeds in {printed:.0%} of the checks, not half"

@@ -40,11 +40,17 @@ pytestmark = pytest.mark.skipif(
 CHAPTER = SOLUTIONS / "10_leaks" / "leaks.ipynb"
 TEST_ID = "test_train_fixed"
 #: What the check misses, for each cheat that still keeps the points, with what the grader
-#: printed against s6-leak c25672c (each one an xfail(strict=True)).
+#: printed against s6-leak c25672c (each one an xfail(strict=True)). The cheats that told the
+#: graded run apart (issue 45's s7-tells) lose the points (a seed people type is in every check)
+#: or are flagged for review (intake/tells.py: a fork's process id or CPU time, the call stack,
+#: /proc, the environment, the user, the network interfaces); one is left. The socket-buffer
+#: cheats lose the points since s7-sockets (TCP counted, UDP, IPv6 and netlink refused).
 MISSED: dict[str, str] = {
     "file_ballast": "a tmpfs file's pages are shared with the fork, not copied: truncating a "
                     "pre-touched file of /tmp in the fork gives back pages of the kernel's "
-                    "and pays for the leak (141 B a step kept)",
+                    "and pays for the leak (141 B a step kept; an eighth of each step kept, "
+                    "6.4 kB, from 60 MB in /tmp and 60 in /dev/shm, which outlast the two "
+                    "checks' four runs, up to 10,800 steps)",
     "pretouched_file_history": "a file mapped shared (np.memmap) is written in place by the "
                                "fork, no page copied: a history written into pre-touched file "
                                "pages adds nothing (−641 B a step kept) and stays in the kernel",
@@ -57,16 +63,10 @@ MISSED: dict[str, str] = {
                                  "between the N and 2N runs and stays under the 40 MB budget "
                                  "(kept 15.8 MB in both, the solution's 6 MB); each run is a "
                                  "fork, so its growth call after call is never seen",
-    "unless_no_network": "the sandbox has no network interface but lo (/proc/net/dev); a "
-                         "student's machine always has one: the loop leaks everywhere but here",
-    "unless_rlimits": "the sandbox's address-space and data limits are in /proc/self/limits, "
-                      "unlimited on a student's machine",
-    "unless_called_by_the_grader": "tinyprof/remote.py is on the loop's call stack when the "
-                                   "grader calls it (traceback.extract_stack, not flagged)",
-    "unless_in_a_fork": "each run is a fork: os.getpid() is not the kernel's (os.getpid is not "
-                        "flagged by the review)",
-    "unless_the_seed_is_drawn": "the check's seeds are drawn from 2**31: a loop that leaks only "
-                                "for the small seeds people type is never measured leaking",
+    "unless_the_folder_is_fresh": "the sandbox's working folder starts empty, the author's "
+                                  "holds the notebook and its checkpoints: os.listdir('.') tells "
+                                  "them apart, and listing a folder is honest code (not "
+                                  "flagged); no sandbox can hold what an author's folder has",
 }
 #: Honest answers the check punishes, and why (each one an xfail(strict=True)).
 PUNISHED: dict[str, str] = {}

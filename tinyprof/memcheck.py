@@ -1,10 +1,11 @@
 """``expect_leak_free``: a fixed training loop checked for its outputs and for what it keeps,
 the memory read from outside the student's kernel when tinyprof's grader runs the test.
 
-``expect_leak_free(loop, steps)`` draws a seed and a step count N from a range the test does
-not print (1 to 2 times ``steps``), and has the loop run twice, ``loop(N, seed)`` and
-``loop(2N, seed)`` in a random order. Each run yields two numbers, both above the memory read
-just before it (after a collection and the allocator's trim):
+``expect_leak_free(loop, steps)`` draws a step count N from a range the test does not print
+(1 to 2 times ``steps``) and two seeds (:func:`draw_seeds`): one people type (the chapter's own
+half the time, else 0 to 99 or a favourite such as 1234) and one from 2**31. The loop runs four
+times, in a random order: N and 2N steps on each seed. Each run yields two numbers, both
+above the memory read just before it (after a collection and the allocator's trim):
 
 - **kept**: the memory after the loop returned, its garbage collected and its allocator
   trimmed: what the loop keeps;
@@ -13,11 +14,15 @@ just before it (after a collection and the allocator's trim):
   before the loop returns included.
 
 What grows with the steps is the leak: the growth per step of each is its difference between the
-two runs divided by N, and the test fails when either exceeds ``tolerance`` (1 kB a step: a
-fixed loop keeps 32 bytes a step, its list of floats; the chapter's smallest leak keeps 32 kB)
-plus what two runs of a leak-free loop differ by anyway, over N (:data:`KEPT_SLACK` and
-:data:`HELD_SLACK`, 1.5 MB each: 3 kB a step at most at the chapter's step counts), or when
-either run's held memory exceeds :data:`BUDGET`. A run whose loop raised still counts: its
+N and 2N runs of a seed divided by N, and the test fails when either exceeds, on either seed,
+``tolerance`` (1 kB a step: a fixed loop keeps 32 bytes a step, its list of floats; the
+chapter's smallest leak keeps 32 kB) plus what two runs of a leak-free loop differ by anyway,
+over N (:data:`KEPT_SLACK` and :data:`HELD_SLACK`, 1.5 MB each: 3 kB a step at most at the
+chapter's step counts), or when any run's held memory exceeds :data:`BUDGET`. So a loop that
+leaks only for the seeds its author tries, or only for others (answering the typed seeds from
+a table made in an earlier cell), fails every check. The two seeds are not compared with each
+other: a memo the kernel filled for one seed in an earlier direct call (the visible test's
+seed 7) is a plateau there and not on the other. A run whose loop raised still counts: its
 memory was read before its error travels back, and a growth it shows is the reason given (a
 loop that writes what it keeps to files fills the sandbox's scratch folder and raises
 ``OSError``).
@@ -74,6 +79,23 @@ BUDGET = 40 * 2**20
 MEAN_GAP_S = 0.004
 #: Which percentile of the readings during a run is its "held" memory.
 HELD_QUANTILE = 0.9
+#: The seeds chapter 10 prints (the loop's default, the visible test's call), and the seeds
+#: people type (0 to 99, and a few favourites): one run pair of every check uses one of them,
+#: so that a loop that leaks only for the seeds its author tries is measured leaking.
+PRINTED_SEEDS = (0, 7)
+TYPED_SEEDS = (*range(100), 123, 321, 777, 1234, 2024, 2025, 2026, 4321, 12345, 31337, 54321)
+
+
+def draw_seeds(rng: random.Random) -> tuple[int, int]:
+    """The check's two seeds: ``typed``, one of :data:`PRINTED_SEEDS` half the time and of
+    :data:`TYPED_SEEDS` otherwise, and ``drawn`` from 2**31; the loop runs N and 2N steps on
+    each, so a loop that leaks only for typed seeds, or only for others (answering typed seeds
+    from a table computed in an earlier cell), grows on one of them."""
+    typed = rng.choice(PRINTED_SEEDS if rng.random() < 0.5 else TYPED_SEEDS)
+    drawn = rng.randrange(2**31)
+    while drawn in TYPED_SEEDS:
+        drawn = rng.randrange(2**31)
+    return typed, drawn
 
 
 def settle(_seed: int = 0) -> int:
@@ -107,14 +129,23 @@ class Run:
 
 @dataclass(frozen=True)
 class LeakCheck:
-    """The two runs of one check (``short``: N steps, ``long``: 2N) and how memory was read;
-    ``kept_per_step`` and ``held_per_step`` are their differences over N."""
+    """The runs of one check (``short``: N steps, ``long``: 2N, both on ``seeds[0]``; ``other``
+    and ``other_long``: N and 2N steps on ``seeds[1]``, when measured) and how memory was read;
+    ``kept_per_step`` and ``held_per_step`` are the differences of the first two over N."""
 
     short: Run
     long: Run
     method: str
     tolerance: float = TOLERANCE
     budget: float = BUDGET
+    other: Run | None = None
+    other_long: Run | None = None
+    seeds: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if (self.other is None) != (self.other_long is None) or \
+                self.other is not None and len(self.seeds) != 2:
+            raise ValueError("a check on another seed has its two runs and names both seeds")
 
     @property
     def kept_per_step(self) -> float:
@@ -130,7 +161,12 @@ class LeakCheck:
         def signed(value: float) -> str:
             return ("−" if value < 0 else "") + size(abs(value))
 
-        return (f"the loop ran {self.short.steps} and {self.long.steps} steps "
+        seeds = ""
+        if self.other is not None and self.other_long is not None:
+            seeds = (f" (seed {self.seeds[0]}; on seed {self.seeds[1]}: kept "
+                     f"{signed(self.other.kept)} and {signed(self.other_long.kept)}, held "
+                     f"{signed(self.other.held)} and {signed(self.other_long.held)})")
+        return (f"the loop ran {self.short.steps} and {self.long.steps} steps{seeds} "
                 f"({self.short.seconds:.2f} s and {self.long.seconds:.2f} s, "
                 f"{self.short.readings} and {self.long.readings} readings at random times); "
                 f"kept after it returned: {signed(self.short.kept)} and "
@@ -156,11 +192,34 @@ class LeakCheck:
                     f"(held {size(self.short.held)} and {size(self.long.held)} over {steps}), "
                     f"above the {size(self.tolerance)} a leak-free loop may show: something is "
                     "kept from step to step, even if it is freed before the loop returns")
-        fuller = max(self.long, self.short, key=lambda run: run.held)
+        runs = [run for run in (self.long, self.short, self.other, self.other_long) if run]
+        fuller = max(runs, key=lambda run: run.held)
         if fuller.held > self.budget:
             return (f"memory grows {size(fuller.held)} while the loop runs "
                     f"{fuller.steps} steps, above the {size(self.budget)} the loop needs "
                     "(its data, weights, memo and one step's arrays)")
+        return self.seed_failure()
+
+
+    def seed_failure(self) -> str | None:
+        """Why the loop is not leak-free on the other seed (its N and 2N runs, as the first
+        two: a loop that leaks only for seeds other than those people type, or that answers
+        those from a table, grows there); None when it is, or was not run."""
+        from .units import format_bytes as size
+
+        if self.other is None or self.other_long is None:
+            return None
+        short, long, seed = self.other, self.other_long, self.seeds[1]
+        steps = long.steps - short.steps
+        for what, grown, slack in (("keeps after it returns", long.kept - short.kept,
+                                    KEPT_SLACK),
+                                   ("holds while it runs", long.held - short.held, HELD_SLACK)):
+            if grown / steps > self.tolerance + slack / short.steps:
+                return (f"on seed {seed}, what the loop {what} grows {size(grown / steps)} a "
+                        f"step ({short.steps} and {long.steps} steps), above the "
+                        f"{size(self.tolerance)} a leak-free loop may keep (on seed "
+                        f"{self.seeds[0]} it did not): a fixed loop keeps nothing from step to "
+                        "step, whatever its seed")
         return None
 
 
@@ -208,18 +267,47 @@ def measure_twice(read: Callable[[], int], settle_now: Callable[[], Any],
     ``settle_now()`` before each, ``start(n)`` runs the loop and returns once its memory is
     settled, ``finish(started)`` its value after the memory after was read. The values by step
     count, and the :class:`LeakCheck`."""
-    counts = list(step_counts(steps, rng))
-    rng.shuffle(counts)
+    n, twice = step_counts(steps, rng)
+    values, runs = _measure(read, settle_now, {n: lambda: start(n), twice: lambda: start(twice)},
+                            finish, rng)
+    return values, LeakCheck(runs[n], runs[twice], method)
+
+
+def measure_seeds(read: Callable[[], int], settle_now: Callable[[], Any],
+                  start: Callable[[int, int], Any], finish: Callable[[Any], Any], steps: int,
+                  seeds: tuple[int, int], method: str,
+                  rng: random.Random) -> tuple[dict[tuple[int, int], Any], LeakCheck]:
+    """The four runs of a check, in a random order: N and 2N steps on each of ``seeds``
+    (:func:`draw_seeds`); ``start(n, seed)`` as in :func:`measure_twice`. The values by (step
+    count, seed), and the :class:`LeakCheck`."""
+    n, twice = step_counts(steps, rng)
+    typed, drawn = seeds
+    plan = {(count, seed): (lambda count=count, seed=seed: start(count, seed))
+            for seed in (typed, drawn) for count in (n, twice)}
+    values, runs = _measure(read, settle_now, plan, finish, rng)
+    return values, LeakCheck(runs[n, typed], runs[twice, typed], method,
+                             other=runs[n, drawn], other_long=runs[twice, drawn],
+                             seeds=(typed, drawn))
+
+
+def _measure(read: Callable[[], int], settle_now: Callable[[], Any],
+             plan: dict[Any, Callable[[], Any]], finish: Callable[[Any], Any],
+             rng: random.Random) -> tuple[dict[Any, Any], dict[Any, Run]]:
+    """Each run of ``plan`` (key → its start), in a random order, its memory read around it;
+    the values (a run whose ``finish`` raised as :class:`Raised`) and :class:`Run` by key. A
+    key is a step count or a (step count, seed) pair."""
+    keys = list(plan)
+    rng.shuffle(keys)
     values, runs = {}, {}
-    for n in counts:
+    for key in keys:
         settle_now()
-        started, runs[n] = measure_run(read, lambda n=n: start(n), n, rng)
+        steps = key[0] if isinstance(key, tuple) else key
+        started, runs[key] = measure_run(read, plan[key], steps, rng)
         try:
-            values[n] = finish(started)
+            values[key] = finish(started)
         except Exception as error:  # noqa: BLE001 - judged with the memory (Raised)
-            values[n] = Raised(error)
-    short, long = sorted(runs.values(), key=lambda r: r.steps)
-    return values, LeakCheck(short, long, method)
+            values[key] = Raised(error)
+    return values, runs
 
 
 @dataclass(frozen=True)
@@ -240,12 +328,19 @@ def raise_for_raised(got: dict[int, Any], check: LeakCheck) -> None:
     raised = [(n, value.error) for n, value in sorted(got.items()) if isinstance(value, Raised)]
     if not raised:
         return
-    n, error = raised[0]
+    key, error = raised[0]
     failed = check.failure()
     if failed and not isinstance(error, (TamperingDetected, ReferenceUnavailable)):
-        raise AssertionError(f"{failed}; the {n}-step run also raised "
+        raise AssertionError(f"{failed}; the {_run_name(key)} run also raised "
                              f"{type(error).__name__}") from error
     raise error
+
+
+def _run_name(key: Any) -> str:
+    """``700-step`` for a step count, ``700-step (seed 7)`` for a (step count, seed) pair."""
+    if isinstance(key, tuple):
+        return f"{key[0]}-step (seed {key[1]})"
+    return f"{key}-step"
 
 
 def first_wrong_step(got: Any, want: Sequence[float], rtol: float) -> str | None:
@@ -302,25 +397,30 @@ def current_judge() -> Any:
 def expect_leak_free(loop: Callable[[int, int], Sequence[float]], steps: int = 300, *,
                      tolerance: float = TOLERANCE, rtol: float = 1e-7) -> LeakCheck:
     """Assert that ``loop(n, seed)`` returns the clean loop's losses, every step, for two step
-    counts N and 2N drawn around ``steps``, and that neither what it keeps after it returns nor
-    what it holds while it runs grows by more than ``tolerance`` bytes a step between them
-    (module docstring). Prints what was measured; returns the :class:`LeakCheck`."""
+    counts N and 2N drawn around ``steps``, each on a seed people type and on a drawn seed
+    (:func:`draw_seeds`), and that neither what it keeps after it returns nor what it holds
+    while it runs grows by more than ``tolerance`` bytes a step between N and 2N, on either
+    seed (module docstring). Prints what was measured; returns the
+    :class:`LeakCheck`."""
     from .leaks.loop import train
 
     rng = random.Random(random.SystemRandom().getrandbits(64))
-    seed = rng.randrange(2**31)
+    seeds = draw_seeds(rng)
     judge = current_judge()
     if judge is not None:
-        got, check = judge.measure_leaks(loop, steps=steps, seed=seed, rng=rng)
+        got, check = judge.measure_leaks(loop, steps=steps, seeds=seeds, rng=rng)
     else:
-        got, check = _here(loop, steps, seed, rng, sys._getframe(1).f_globals)
-    check = LeakCheck(check.short, check.long, check.method, tolerance)
+        got, check = _here(loop, steps, seeds, rng, sys._getframe(1).f_globals)
+    check = LeakCheck(check.short, check.long, check.method, tolerance, other=check.other,
+                      other_long=check.other_long, seeds=check.seeds)
     raise_for_raised(got, check)
-    want = clean_losses(max(got), seed) if judge is not None else train(max(got), seed)
-    for n in sorted(got):
-        wrong = first_wrong_step(got[n], want[:n], rtol)
-        if wrong:
-            raise AssertionError(f"{n} steps: {wrong}")
+    for seed in sorted({seed for _, seed in got}):
+        longest = max(n for n, used in got if used == seed)
+        want = clean_losses(longest, seed) if judge is not None else train(longest, seed)
+        for n in sorted(n for n, used in got if used == seed):
+            wrong = first_wrong_step(got[n, seed], want[:n], rtol)
+            if wrong:
+                raise AssertionError(f"{n} steps on seed {seed}: {wrong}")
     print(check.describe())
     failed = check.failure()
     if failed:
@@ -328,29 +428,30 @@ def expect_leak_free(loop: Callable[[int, int], Sequence[float]], steps: int = 3
     return check
 
 
-def _here(loop: Callable, steps: int, seed: int, rng: random.Random,
-          namespace: dict) -> tuple[dict[int, Any], LeakCheck]:
+def _here(loop: Callable, steps: int, seeds: tuple[int, int], rng: random.Random,
+          namespace: dict) -> tuple[dict[tuple[int, int], Any], LeakCheck]:
     """The check in this process (no grader): its resident set read by a thread. A first run of
-    two steps comes before the two measured: what the loop allocates once and keeps (its
+    two steps comes before the measured ones: what the loop allocates once and keeps (its
     imports, a module's cache: 4 MB for ``tinyprof.leaks.train`` in a fresh process) would
     otherwise count in whichever run comes first. Under the grader each run is a fork, which
     allocates it anew: it cancels between the runs."""
     from .leaks.measure import rss_bytes, small_pages
     from .testing import Switch
 
-    def start(n: int) -> Any:
+    def start(n: int, seed: int) -> Any:
         value = loop(n, seed)
         settle()
         return value
 
     with small_pages(), Switch((), namespace):   # opened once: its first opening allocates
-        start(2)
-        return measure_twice(lambda: rss_bytes() or 0, settle, start, lambda value: value,
-                             steps, "this process's resident set, read in this kernel (not by "
-                             "a grader)", rng)
+        start(2, seeds[0])
+        return measure_seeds(lambda: rss_bytes() or 0, settle, start, lambda value: value,
+                             steps, seeds, "this process's resident set, read in this kernel "
+                             "(not by a grader)", rng)
 
 
-__all__ = ["BUDGET", "HELD_QUANTILE", "HELD_SLACK", "KEPT_SLACK", "MEAN_GAP_S", "TOLERANCE",
-           "LeakCheck", "Raised", "Run", "clean_losses", "current_judge", "expect_leak_free",
-           "first_wrong_step", "measure_run", "measure_twice", "raise_for_raised", "settle",
+__all__ = ["BUDGET", "HELD_QUANTILE", "HELD_SLACK", "KEPT_SLACK", "MEAN_GAP_S",
+           "PRINTED_SEEDS", "TOLERANCE", "TYPED_SEEDS", "LeakCheck", "Raised", "Run",
+           "clean_losses", "current_judge", "draw_seeds", "expect_leak_free", "first_wrong_step",
+           "measure_run", "measure_seeds", "measure_twice", "raise_for_raised", "settle",
            "step_counts"]

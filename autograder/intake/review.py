@@ -61,6 +61,7 @@ from pathlib import Path
 from .. import course
 from ..cells import grade_id, is_answer, is_test
 from ..cells import source as _source
+from . import tells
 from .repair import repair
 
 #: Ends a flag that honest code can raise too (a rule here cannot tell the two apart): the
@@ -438,6 +439,8 @@ class _Review(ast.NodeVisitor):
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         module = node.module or ""
         self._imports(node, [module])
+        for alias in node.names:
+            self._tell(node, module.split(".")[-1], alias.name)
         if module == "sys":
             for alias in node.names:
                 if alias.name in SYS_HOOKS:
@@ -598,6 +601,11 @@ class _Review(ast.NodeVisitor):
                             "transformers, events)")
         elif kind == "sys" and func.attr in SYS_HOOKS:
             self.flag(node, f"calls sys.{func.attr}")
+        elif kind == "os" and func.attr in ("getenv", "getenvb") and \
+                tells.unsettled_variable(_constant_string(node.args[0]) if node.args else None):
+            self.flag(node, f"reads the machine's environment variables ({_dotted(node)}), "
+                            "which differ where it is graded: code that can tell the graded "
+                            "run from its author's own and behave otherwise", sure=False)
         elif kind == "os" and func.attr in OS_CALLS:
             self.flag(node, f"calls os.{func.attr}, which reaches outside the notebook; the "
                             "sandbox stopped it")
@@ -644,6 +652,9 @@ class _Review(ast.NodeVisitor):
     # attributes
     def visit_Attribute(self, node: ast.Attribute) -> None:
         kind = self.aliases.kind(node.value)
+        self._tell(node, self._module_of(node.value, kind), node.attr)
+        if node.attr in ("environ", "environb") and kind == "os":
+            self._environment(node)
         if node.attr in REFLECTION and not self._sets_own_field(node):
             self.flag(node, f"uses .{node.attr}, which reaches into code or frames")
         elif node.attr == "__dict__" and kind is not None:
@@ -678,6 +689,82 @@ class _Review(ast.NodeVisitor):
             self.flag(node, f"uses inspect.{node.attr}, which reaches into frames or closures")
         self.generic_visit(node)
 
+    # what tells the graded run apart (tells.py)
+    def _module_of(self, node: ast.AST, kind: str | None) -> str | None:
+        """The module an attribute is read on, as the tells name it: ``os`` for any alias of
+        os, ``traceback`` for ``import traceback as tb``, else the name written (``Path``,
+        ``socket`` in ``http.client.socket``)."""
+        if kind in ("os", "sys"):
+            return kind
+        if kind and kind.startswith("module:") and isinstance(node, ast.Name):
+            return kind[7:]
+        if isinstance(node, ast.Attribute):
+            return node.attr
+        return node.id if isinstance(node, ast.Name) else None
+
+    def _tell(self, node: ast.AST, module: str | None, name: str) -> None:
+        """Flag (unsure) a read of the process's identity, its machine or its call stack."""
+        why = "code that can tell the graded run from its author's own and behave otherwise"
+        read = tells.identity_read(module, name)
+        if read:
+            self.flag(node, f"reads {module or 'an object'}.{name}, {read}: {why}", sure=False)
+        elif tells.stack_read(module, name) and not self._frames_flagged(node, module, name):
+            self.flag(node, f"reads the call stack ({module}.{name}), which shows who called "
+                            f"the code (the grader's request, when graded): {why}", sure=False)
+        elif module == "os" and name in ("getenv", "getenvb", "environ", "environb") and \
+                isinstance(node, ast.ImportFrom):
+            self.flag(node, f"imports os.{name}, the machine's environment variables: {why}",
+                      sure=False)
+
+    @staticmethod
+    def _frames_flagged(node: ast.AST, module: str | None, name: str) -> bool:
+        """Whether the review flags this read of frames already, as certain (``sys._getframe``,
+        ``inspect.currentframe`` written so)."""
+        written = isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
+            node.value.id == "inspect"
+        return module == "sys" and name in SYS_HOOKS or written and name in FRAMES
+
+    def _environment(self, node: ast.Attribute) -> None:
+        """``os.environ`` read other than for a chapter's thread or device setting (set, or
+        read back by a constant name of tells.SETTINGS_VARIABLES)."""
+        parent = getattr(node, "_parent", None)
+        if isinstance(parent, ast.Subscript) and parent.value is node:
+            if not isinstance(parent.ctx, ast.Load) or \
+                    not tells.unsettled_variable(_constant_string(parent.slice)):
+                return
+        elif isinstance(parent, ast.Attribute) and parent.value is node:
+            call = getattr(parent, "_parent", None)
+            statement = isinstance(getattr(call, "_parent", None), ast.Expr)
+            if parent.attr in ("setdefault", "update", "__setitem__", "__delitem__", "pop") \
+                    and statement:
+                return
+            key = _constant_string(call.args[0]) if isinstance(call, ast.Call) and \
+                call.args else None
+            if parent.attr == "get" and not tells.unsettled_variable(key):
+                return
+        self.flag(node, f"reads the machine's environment variables ({_dotted(parent or node)}"
+                        "), which differ where it is graded: code that can tell the graded run "
+                        "from its author's own and behave otherwise", sure=False)
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        if isinstance(node.value, str) and tells.machine_path(node.value) and \
+                not getattr(node, "_told", False):
+            self._machine_path(node, node.value)
+
+    def visit_BinOp(self, node: ast.BinOp) -> None:
+        joined = None if getattr(node, "_told", False) else _joined(node)
+        if joined is not None and tells.machine_path(joined):
+            self._machine_path(node, joined)
+            for part in ast.walk(node):   # the whole path is said once, not each of its parts
+                part._told = True  # type: ignore[attr-defined]
+        self.generic_visit(node)
+
+    def _machine_path(self, node: ast.AST, path: str) -> None:
+        self.flag(node, f"names the path {path[:60]!r}, which describes the process or the "
+                        "machine (its limits, network, process tree, user or home): code that "
+                        "can tell the graded run from its author's own and behave otherwise",
+                  sure=False)
+
     def _sets_own_field(self, node: ast.Attribute) -> bool:
         """``object.__setattr__(self, ...)`` or ``super().__setattr__(...)`` in a method that
         builds or sets ``self`` (a frozen dataclass's ``__post_init__``)."""
@@ -711,6 +798,14 @@ def _self_of(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
               and not isinstance(n.ctx, ast.Load)]
     handlers = [h for h in ast.walk(node) if isinstance(h, ast.ExceptHandler) and h.name == name]
     return name if len(params) == 1 and not stores and not handlers else None
+
+
+def _joined(node: ast.AST) -> str | None:
+    """The text of ``"/pr" + "oc/..."``, a sum of string constants; None for anything else."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _joined(node.left), _joined(node.right)
+        return left + right if left is not None and right is not None else None
+    return _constant_string(node)
 
 
 def _is_super(node: ast.AST) -> bool:

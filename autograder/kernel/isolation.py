@@ -23,16 +23,20 @@ namespaces, with no daemon and no image. The kernel it starts sees:
   it needs, none naming the grader's folders for IPython, Jupyter or matplotlib (their
   defaults under ``HOME``, the private /tmp, serve); as root, an account for the kernel's uid
   (KERNEL_USER, Binder's name) and a ``/proc`` that hides bwrap's command line (launcher.py
-  ``--hide-pids``). What still tells a sandbox apart (its limits, no network, the mount table,
-  the grader's paths, the seccomp filter) is its isolation: no check's verdict may rest on the
-  kernel not knowing it is graded;
+  ``--hide-pids``); under a control group, no rlimit the group makes redundant
+  (:func:`rlimit_options`). What still tells a sandbox apart (no network, the mount table, the
+  grader's paths, the seccomp filter, a core-file limit of 0) is its isolation: no check's
+  verdict may rest on the kernel not knowing it is graded, and the static review flags code
+  that reads such things (intake/tells.py);
 - its own process tree (``--unshare-pid``): it cannot see or signal other processes, and when
   the sandbox's first process ends or the grader dies (``--die-with-parent``, and a lifeline
   pipe for the moments before bwrap's own tie is in place: launcher.py), every process in it
   is killed, detached or not.
 
 Limits are set by ``launcher.py`` inside the sandbox before the kernel starts: address space
-(shared mappings included), data segment, processes, file size, no core files. When the grader
+(shared mappings included), data segment, processes, file size, no core files; where a control
+group holds the kernel's memory and processes (resources.py), only those the group does not
+hold (:func:`rlimit_options`), so that the sandbox's limits do not tell it apart. When the grader
 runs as root, the launcher also gives up root for an unprivileged uid of its own (see
 :func:`kernel_uid`), so that the process limit applies (Linux exempts root from it). Without
 root, bwrap runs in a user namespace, which some systems switch off; :func:`check` then says
@@ -229,10 +233,7 @@ def sandbox_command(command: list[str], *, scratch: Path, sockets: Path, limits:
              "--chdir", str(scratch)]
     args += _environment(package_parent)
     launcher = [sys.executable, "-S", str(launcher_file),
-                "--memory-mb", str(limits.memory_mb),
-                "--address-space-mb", str(limits.address_space_mb),
-                "--processes", str(limits.processes), "--file-mb", str(limits.file_mb),
-                "--parent-pid", "0"]
+                *rlimit_options(limits, grouped=bool(cgroup_procs)), "--parent-pid", "0"]
     if running_as_root():
         launcher += ["--uid", str(kernel_uid()), "--hide-pids", "1"]
     if seccomp_available():
@@ -247,6 +248,25 @@ def sandbox_command(command: list[str], *, scratch: Path, sockets: Path, limits:
         guard += ["--cgroup", str(procs)]
     guard.append("--")
     return guard + args + ["--", *launcher, "--", *command]
+
+
+def rlimit_options(limits: Limits, grouped: bool) -> list[str]:
+    """launcher.py's options for the kernel's rlimits. A kernel in a control group of its own
+    (resources.py: memory and processes counted over all its processes) gets no rlimit of
+    memory, address space or processes, and none of file size when every folder it can write
+    is a size-limited tmpfs whose pages the group counts (:func:`private_mounts`): the group
+    and the folders hold those, and ``/proc/self/limits`` then reads as on a student's machine
+    or Binder (unlimited), so that a loop cannot key on the sandbox's limits. A kernel past its
+    memory is then stopped by the group's OOM killer (the cell is lost, the notebook run again
+    without it) instead of a MemoryError in the cell. Without a group, every limit applies."""
+    memory, address_space, processes, file_mb = (limits.memory_mb, limits.address_space_mb,
+                                                 limits.processes, limits.file_mb)
+    if grouped:
+        memory = address_space = processes = 0
+        if _private_mounts:
+            file_mb = 0
+    return ["--memory-mb", str(memory), "--address-space-mb", str(address_space),
+            "--processes", str(processes), "--file-mb", str(file_mb)]
 
 
 @lru_cache(maxsize=1)

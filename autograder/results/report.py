@@ -159,8 +159,10 @@ def _explain(output: dict, timeout: int, memory_mb: int) -> str | None:
     if ename == DIED_ENAME:
         found = re.search(r"\((.*)\)\.", evalue)
         how = f" ({found.group(1)})" if found else ""
-        return (f"the kernel died here{how}; the notebook was run again without this cell, so "
-                "whatever it defines is missing")
+        limit = (f" (a notebook may use at most {memory_mb} MB: past it, the kernel's memory "
+                 "group stops it)" if memory_mb and "SIGKILL" in how else "")
+        return (f"the kernel died here{how}{limit}; the notebook was run again without this "
+                "cell, so whatever it defines is missing")
     if ename.endswith("MemoryError"):
         limit = f"{memory_mb} MB" if memory_mb else "the machine's memory"
         return f"ran out of memory ({ename}): a notebook may use at most {limit}"

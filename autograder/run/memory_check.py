@@ -12,10 +12,12 @@ the test prints). Here the grade rests on what the loop keeps, as a function of 
   process of the kernel (a child it started to hold memory) and the files of its tmpfs folders
   (its scratch folder, /tmp); without control groups, the resident set of its process tree from
   ``/proc`` (which misses tmpfs files: the printed method says which).
-- **Two runs, at step counts the kernel learns only when called.** N is drawn here from 1 to
-  2 times ``steps`` at every grading, and the loop runs N and 2N steps in a random order
-  (``tinyprof.memcheck.measure_twice``); what grows between them is the leak. A leak that
-  starts after the printed step counts, or only at them, is in the runs.
+- **Four runs, at step counts and seeds the kernel learns only when called.** N is drawn
+  from 1 to 2 times ``steps`` at every grading, and the loop runs N and 2N steps on a seed
+  people type (the chapter's own half the time) and on a seed drawn from 2**31, in a random
+  order (``tinyprof.memcheck.measure_seeds``); what grows between N and 2N, on either seed, is
+  the leak. A leak that starts after the printed step counts, or only at them, or only for the
+  seeds its author tries (or only for others), is in the runs.
 - **Each run in a fork, held after it returns** (``tinyprof.testing.forked``, one judge call,
   tinyprof switched off). Before the fork the kernel collects its garbage and trims its
   allocator (``tinyprof.memcheck.settle``), then the grader reads the group (the median of three
@@ -26,9 +28,9 @@ the test prints). Here the grade rests on what the loop keeps, as a function of 
   grows frees nothing, a buffer touched in advance is copied page by page as the loop writes
   it, and both are charged to the group.
 - **The grader decides.** Kept and held per step are the differences between the 2N and N
-  runs over N; each must stay under the tolerance (1 kB a step, the chapter's) plus the slack
-  two leak-free runs differ by over N (1.5 MB each), and held under
-  ``tinyprof.memcheck.BUDGET``. A first fork that runs no step comes before the two, so that
+  runs over N, on each seed; each must stay under the tolerance (1 kB a step, the chapter's)
+  plus the slack two leak-free runs differ by over N (1.5 MB each), and held under
+  ``tinyprof.memcheck.BUDGET``. A first fork that runs no step comes before the four, so that
   what forking allocates in the kernel the first time is in neither. The losses the kernel
   hands back are checked at every step against a clean loop run here on the same seed, drawn
   at random at every grading.
@@ -37,16 +39,24 @@ What the grader observes: the group's memory before each run, at random times du
 after the loop returned and the child settled; the losses. What it cannot: which pages hold
 what (a leak paid for by a ballast the loop allocates itself at the start of each run, freed as
 the leak grows, looks flat until the ballast outgrows the budget: about 21 MB / 2N, 9 to 18 kB
-a step at the chapter's step counts, can hide that way); a loop that asks whether it is being
-tested (its caller's frame, a changed process id) and behaves only then; work done outside the
-kernel's group. Bytes the loop leaves unread in the kernel's own buffers are in the reading:
-Unix sockets and pipes are charged to the group, TCP buffers are added from the group's own
-counter (cgroup v1, resources.py), and the socket kinds a kernel does not need (UDP, IPv6,
-netlink's user protocol, whose queues no group charges: benchmarks/bench_socket_memory.py) are
-refused in the sandbox (launcher.py); were a Linux to stop charging one of the others,
-tests/test_grading_limits.py would fail, not this check. The fork is the kernel's own act,
-done by tinyprof's code there: a kernel that patched it is what the static review and the
-runtime check look for (``intake.review``: patched modules, tinyprof's private names).
+a step at the chapter's step counts, can hide that way); work done outside the kernel's group;
+and a loop that asks whether it is being tested and behaves only then. Bytes the loop leaves
+unread in the kernel's own buffers are in the reading: Unix sockets and pipes are charged to the
+group, TCP buffers are added from the group's own counter (cgroup v1, resources.py), and the
+socket kinds a kernel does not need (UDP, IPv6, netlink's user protocol, whose queues no group
+charges: benchmarks/bench_socket_memory.py) are refused in the sandbox (launcher.py); were a
+Linux to stop charging one of the others, tests/test_grading_limits.py would fail, not this
+check. The sandbox hides what it can of a graded run (the machine's host name, an account for
+the kernel's user, the environment variables a kernel needs only, no rlimits of memory and
+processes of its own where a control group holds them: kernel/isolation.py), and the seeds are
+those a student tries as well as drawn ones; what cannot be hidden is flagged for review, as
+unsure, by the static review (``intake.tells``): a fork's process id and its CPU time starting
+at 0, the grader's request on the call stack, the sandbox's /proc (its limits, its network of
+one loopback, its control group), the environment, the user, the paths. A loop that keys on its
+author's own machine (a file only their folder holds, their home's path) cannot be told apart
+from honest code that lists a folder: that stays a gap. The fork is the kernel's own act, done
+by tinyprof's code there: a kernel that patched it is what the static review and the runtime
+check look for (``intake.review``: patched modules, tinyprof's private names).
 """
 
 from __future__ import annotations
@@ -54,7 +64,7 @@ from __future__ import annotations
 import random
 from typing import Any, Callable
 
-from tinyprof.memcheck import LeakCheck, measure_twice, settle
+from tinyprof.memcheck import LeakCheck, measure_seeds, settle
 from tinyprof.testing.forked import ForkedRun, no_steps
 
 
@@ -66,10 +76,12 @@ class LeakBench:
         self.read = read
         self.method = method
 
-    def measure(self, judge: Any, loop: Any, steps: int, seed: int,
-                rng: random.Random | None = None) -> tuple[dict[int, Any], LeakCheck]:
-        """The losses ``loop(n, seed)`` returned in the kernel for both step counts, and the
-        :class:`~tinyprof.memcheck.LeakCheck` of the two runs (module docstring)."""
+    def measure(self, judge: Any, loop: Any, steps: int, seeds: tuple[int, int],
+                rng: random.Random | None = None) -> tuple[dict[tuple[int, int], Any],
+                                                           LeakCheck]:
+        """The losses ``loop(n, seed)`` returned in the kernel for each run, by (step count,
+        seed), and the :class:`~tinyprof.memcheck.LeakCheck` of the four runs (module
+        docstring)."""
         from .judge import Kernel
 
         if type(loop) is not Kernel:
@@ -79,10 +91,11 @@ class LeakBench:
         rng = rng or random.Random(random.SystemRandom().getrandbits(64))
         with judge.switch(()):
             judge.call(fork, None, (no_steps, 0, 0), {}).finish()   # a first fork: warm-up
-            return measure_twice(
+            return measure_seeds(
                 self.read, lambda: judge.make(settle, [0]),
-                lambda n: judge.call(fork, None, (loop, int(n), int(seed)), {}),
-                lambda held: held.finish(), int(steps), self.method(), rng)
+                lambda n, seed: judge.call(fork, None, (loop, int(n), int(seed)), {}),
+                lambda held: held.finish(), int(steps), (int(seeds[0]), int(seeds[1])),
+                self.method(), rng)
 
 
 __all__ = ["LeakBench"]

@@ -95,4 +95,14 @@ import os
 os.environ["OMP_NUM_THREADS"] = "1"
 print(os.environ.get("OMP_NUM_THREADS"), os.path.join("results", "ab.json"))
 """,
+    "thread settings set and read back, the resident set from /proc/self/statm": """
+import os
+
+for variable in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(variable, "1")
+threads = int(os.getenv("OMP_NUM_THREADS", "1"))
+with open("/proc/self/statm") as statm:
+    resident = int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+print(threads, os.cpu_count(), f"{resident / 1e6:.1f} MB", "see /proc/self/statm")
+""",
 }
