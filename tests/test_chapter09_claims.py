@@ -161,8 +161,8 @@ def test_photos_are_bandwidth_bound_on_the_network_file_system_only(values):
 
 
 def test_a_large_read_costs_what_the_model_says(values):
-    """'The bandwidth term is paid as the model says' is printed only when both reads are within
-    15 % of the model; the network file system's is 40 times its latency."""
+    """'The simulated storages pay the bandwidth term as their model says' is printed only when
+    both reads are within 15 % of the model; the network file system's is 40 times its latency."""
     assert values["as_modelled"], values["large"]
     nfs = values["large"]["network file system"]
     assert nfs > 20 * NETWORK_FS.latency, values["large"]

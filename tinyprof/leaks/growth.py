@@ -208,7 +208,8 @@ class Growth:
         else:
             measured = (f"{signed(self.slope)}/{unit} ± {format_bytes((self.high - self.low) / 2)}"
                         f" ({self.confidence:.0%} interval; n = {self.n} steps, worth "
-                        f"{self.n_eff:.0f} independent ones at autocorrelation {self.rho:.2f}")
+                        f"{self.n_eff:.0f} independent ones at autocorrelation {self.rho:.2f}, "
+                        "bias-corrected")
         late = f"last half {signed(self.late)}/{unit}{spread(self.late_low, self.late_high)}"
         return f"{measured}; {late}): {self.reason(unit)}"
 
