@@ -23,7 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from autograder.kernel import isolation, resources
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from autograder.kernel import isolation, resources  # noqa: E402
 
 MB = 2**20
 #: The process that queues the bytes: ``python -c FILLER KIND MEGABYTES``; prints ``ready``,

@@ -55,7 +55,12 @@ def test_each_planted_leak_is_recovered_by_its_slope(leak):
     found = growth_per_step(memory.live, warmup=20, tolerance=OVERHEAD)
     planted = leak_bytes_per_step(leak)
     assert found.verdict == "leak", found
-    assert planted <= found.low <= found.slope <= found.high <= planted + OVERHEAD, (planted, found)
+    # The slope is the planted arrays plus their small Python overhead; the interval, honest
+    # about the readings' autocorrelation (a memo's series is nearly a staircase: n_eff 3 in a
+    # fresh-clone run), covers that range without having to sit inside it.
+    assert planted <= found.slope <= planted + OVERHEAD, (planted, found)
+    assert found.low <= planted + OVERHEAD and found.high >= planted, (planted, found)
+    assert found.high - found.low < 0.01 * planted, (planted, found)
 
 
 #: One leak measured in a fresh interpreter, as the chapter's kernel measures it: its RSS slope.
