@@ -14,6 +14,10 @@ apply to an unsandboxed kernel.
   not apply it to root, so under root the launcher first becomes uid U (``--uid``).
 - Files: ``RLIMIT_FSIZE`` of F MB per file (Python ignores SIGXFSZ, so the write raises
   OSError), and no core dumps.
+- Where the kernel has a memory control group of its own, isolation.py passes none of the
+  memory and process limits (the group counts both, and a finite rlimit in /proc/self/limits
+  would tell a graded run apart): an allocation past the group's limit then ends the kernel
+  instead of raising MemoryError, and the grader's note says so.
 - BLAS/OpenMP pools get one thread (unless the grader's environment already says otherwise):
   OpenBLAS maps a buffer of about 40 MB per thread it starts, one per core.
 - The kernel is killed when the grading process that started it dies (``PR_SET_PDEATHSIG``);
