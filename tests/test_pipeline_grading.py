@@ -114,6 +114,11 @@ def PROCESSES(task):
 
 #: Cheats, each a whole student cell defining ``train_fast``, and a sentence its failure must
 #: contain (the grader's, never the kernel's).
+# Steps sent side by side reach the device in an order the scheduler picks: the second may
+# arrive while the first runs, or before it. Either way the device refuses it; which reason
+# it gives is the race's, so either is the right one.
+OUT_OF_TURN = ("one step at a time", "it runs the steps in order")
+
 CHEATS = {
     # (a) issue 45: no Device, no file, the values computed in the kernel, a sleep to the floor
     "values computed in the kernel from the seed, a sleep past the floor": ("""
@@ -147,7 +152,7 @@ def train_fast(task):
         values = list(pool.map(task.step, batches))
     time.sleep(max(0.0, task.floor_seconds() - (time.perf_counter() - started)) + 0.02)
     return values
-""", "one step at a time"),
+""", OUT_OF_TURN),
     # (c) issue 45: the storage class bound to a name, then its read replaced (no latency)
     "the storage's read replaced through a name bound to its class": ("""
 from pathlib import Path
@@ -197,14 +202,14 @@ def train_fast(task):
         steps = [device.submit(lambda b=batch: task.step(b))
                  for batch in task.batches(batched_reads=True)]
         return [step.result() for step in steps]
-""", "one step at a time"),
+""", OUT_OF_TURN),
     "two Devices, even and odd steps side by side": ("""
 def train_fast(task):
     with Device() as even, Device() as odd:
         steps = [(odd if batch.step % 2 else even).submit(lambda b=batch: task.step(b))
                  for batch in Prefetcher(task.batches(batched_reads=True), 4)]
         return [step.result() for step in steps]
-""", "one step at a time"),
+""", OUT_OF_TURN),
     "the loader thread runs the next step while the device runs this one": ("""
 def train_fast(task):
     values = {}
@@ -218,7 +223,7 @@ def train_fast(task):
             if batch.step % 2 == 0:
                 values[batch.step] = device.submit(lambda b=batch: task.step(b)).result()
     return [values[k] for k in sorted(values)]
-""", "one step at a time"),
+""", OUT_OF_TURN),
     "a socket opened by hand: batches of the right shape, never read": ("""
 import json, socket
 def train_fast(task):
@@ -362,7 +367,9 @@ def test_no_cheat_passes(cheat, tmp_path):
     source, expected = CHEATS[cheat]
     record, = grade(source, [TEST.format(name="train_fast")], tmp_path)
     assert not record["verdict"]["passed"], (cheat, record)
-    assert expected in record["verdict"]["message"], (cheat, expected, record)
+    reasons = (expected,) if isinstance(expected, str) else expected
+    assert any(reason in record["verdict"]["message"] for reason in reasons), \
+        (cheat, expected, record)
 
 
 def test_values_remembered_from_the_visible_run_fail_the_next(tmp_path):
