@@ -13,6 +13,11 @@ libraries'), so adding their resident sets counts those pages again for each; co
 worker's private pages only counts each page once (the shared ones are the kernel's, or
 libraries the kernel maps too). Its peak, "at once", is what the budgets are read against.
 
+Where this runs as root on a machine with control groups, the kernel also starts inside a control
+group of its own (its first process joins it, then becomes the kernel; its workers are born
+inside), and the group's high-water mark is printed, "group MB": what Binder's container limit
+counts (each resident page once, page cache and tmpfs files too), kept by Linux, not sampled.
+
     .venv/bin/python benchmarks/bench_chapters.py [chapter ...]   (e.g. 05_bottlenecks; default all)
     .venv/bin/python benchmarks/bench_chapters.py --quick         (01_parameters only: CI's check)
 """
@@ -25,10 +30,15 @@ import time
 from pathlib import Path
 
 import nbformat
+from jupyter_client import AsyncKernelManager
 from nbclient import NotebookClient
 from traitlets.config import Config
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from autograder.kernel import resources  # noqa: E402  (the checkout's, not an installed copy)
+
 BUDGET_SECONDS, BUDGET_MB, BINDER_MB = 30.0, 700.0, 1000.0
 QUICK_CHAPTER = "01_parameters"
 
@@ -97,11 +107,35 @@ class TreeSampler(threading.Thread):
             self.stop.wait(self.gap)
 
 
-def run(path: Path) -> tuple[float, float, float, float]:
+#: Run by the kernel's first process: join the groups named on the command line, then become the
+#: kernel (exec), so that every page the kernel and its workers touch is charged to the group.
+JOIN_THEN_EXEC = ("import os, sys\n"
+                  "split = sys.argv.index('--')\n"
+                  "for procs in sys.argv[1:split]:\n"
+                  "    open(procs, 'w').write(str(os.getpid()))\n"
+                  "os.execvp(sys.argv[split + 1], sys.argv[split + 1:])\n")
+
+
+def kernel_manager_in(group: resources.KernelGroup | None) -> type[AsyncKernelManager]:
+    """A kernel manager whose kernels start inside ``group`` (a plain one without a group)."""
+    if group is None:
+        return AsyncKernelManager
+    files = [str(procs) for procs in group.procs_files]
+
+    class GroupedKernelManager(AsyncKernelManager):
+        def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
+            kernel = super().format_kernel_cmd(extra_arguments)
+            return [sys.executable, "-c", JOIN_THEN_EXEC, *files, "--", *kernel]
+
+    return GroupedKernelManager
+
+
+def run(path: Path) -> tuple[float, float, float, float, float]:
     notebook = nbformat.read(path, as_version=4)
+    group = resources.create(memory_mb=0, processes=0)
     client = NotebookClient(notebook, timeout=600, kernel_name="python3",
                             resources={"metadata": {"path": str(path.parent)}},
-                            config=ENCRYPTED)
+                            config=ENCRYPTED, kernel_manager_class=kernel_manager_in(group))
     with client.setup_kernel():
         sampler = TreeSampler(client.km.provisioner.process.pid)
         sampler.start()
@@ -113,7 +147,10 @@ def run(path: Path) -> tuple[float, float, float, float]:
         sampler.join()
         peak = kernel_peak_mb(client)
         children = children_peak_mb(client, len(notebook.cells))
-    return seconds, peak, children, sampler.peak
+        grouped = group.memory_peak_bytes() / 1e6 if group else float("nan")
+    if group:
+        group.remove()
+    return seconds, peak, children, sampler.peak, grouped
 
 
 def main() -> None:
@@ -121,15 +158,16 @@ def main() -> None:
     if "--quick" in sys.argv and not chosen:
         chosen = {QUICK_CHAPTER}
     print(f"{'chapter':<16} {'seconds':>8} {'of 30 s':>8} {'peak MB':>8} {'child MB':>9} "
-          f"{'together':>9} {'at once':>8} {'of 700 MB':>10} {'of Binder 1 GB':>15}")
+          f"{'together':>9} {'at once':>8} {'of 700 MB':>10} {'of Binder 1 GB':>15} "
+          f"{'group MB':>9}")
     for path in sorted((REPO / "solutions").glob("*/*.ipynb")):
         if chosen and path.parent.name not in chosen:
             continue
-        seconds, peak, children, at_once = run(path)
+        seconds, peak, children, at_once, grouped = run(path)
         both = peak + children
         print(f"{path.parent.name:<16} {seconds:8.1f} {seconds / BUDGET_SECONDS:8.0%} "
               f"{peak:8.0f} {children:9.0f} {both:9.0f} {at_once:8.0f} "
-              f"{at_once / BUDGET_MB:10.0%} {at_once / BINDER_MB:15.0%}")
+              f"{at_once / BUDGET_MB:10.0%} {at_once / BINDER_MB:15.0%} {grouped:9.0f}")
 
 
 if __name__ == "__main__":
