@@ -57,9 +57,12 @@ s7's two defences, then at the rest:
   every step sent into TCP connections a listener never accepts (Linux charges a socket to a
   group only in ``accept()``); every step echoed back into routing netlink queues (the family
   the filter keeps for ``getifaddrs``: the kernel's acknowledgement of a refused request
-  carries the request whole). Against the fork: every step sent through a pipe to a thread of
-  the kernel, which frees as much of a ballast made in the answer cell, or writes it into a
-  buffer touched in advance (the kernel's own pages, not the fork's).
+  carries the request whole); a sixteenth of every step kept in System V message queues of
+  the sandbox's IPC namespace, which outlive their process. Against the fork: every step sent
+  through a pipe to a thread of the kernel, which frees as much of a ballast made in the answer
+  cell, or writes it into a buffer touched in advance (the kernel's own pages, not the fork's).
+  Against these, the check held: message queues are charged to the sender's group, and a page
+  the fork still shares is copied when the kernel writes or frees it.
 - **The grader's environment**, against the tells (the graded run told apart without a name
   intake/tells.py lists): the collector's frozen objects (``gc.get_freeze_count``: the fork
   freezes them), ``sys.stdout`` open on /dev/null (the fork's), ``tinyprof.remote`` in
@@ -706,6 +709,30 @@ def keep(recon):
     view = memoryview(recon[:, ::16].tobytes())
     while view.nbytes:
         view = view[os.write(_write, view):]
+''' + _loop("keep(recon)")
+
+CHEATS["sysv_message_queues"] = '''
+"""Scope: a sixteenth of every step kept in System V message queues, which outlive the process
+that filled them (kernel memory of the sandbox's IPC namespace, not of any process)."""
+ctypes = np.ctypeslib.ctypes   # not imported by name
+libc = ctypes.CDLL(None, use_errno=True)
+IPC_PRIVATE, IPC_NOWAIT, MESSAGE = 0, 0o4000, 4096
+queues = []
+
+
+class Message(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_long), ("text", ctypes.c_char * MESSAGE)]
+
+
+def keep(recon):
+    data = recon[:, ::16].tobytes()   # 12.5 kB: one queue (16 kB) a step
+    queue = libc.msgget(IPC_PRIVATE, 0o600)
+    queues.append(queue)
+    for start in range(0, len(data), MESSAGE):
+        piece = data[start:start + MESSAGE]
+        message = Message(1, piece)
+        if libc.msgsnd(queue, ctypes.byref(message), len(piece), IPC_NOWAIT) != 0:
+            raise OSError(ctypes.get_errno(), "msgsnd")
 ''' + _loop("keep(recon)")
 
 CHEATS["unless_gc_is_frozen"] = '''
