@@ -50,6 +50,30 @@ after the chapter's set-up cells (``setup``, ``normalised``, ``sgd_step``, ``BAT
   reads the process's identity or machine (intake/tells.py): all but the empty folder
   (listing a folder is honest code) are held.
 
+A second red team (issue 45's s8-red), by someone who did not write the check, aimed first at
+s7's two defences, then at the rest:
+
+- **Scope**, against the socket defence (launcher.py's filter, resources.py's TCP counter):
+  every step sent into TCP connections a listener never accepts (Linux charges a socket to a
+  group only in ``accept()``); every step echoed back into routing netlink queues (the family
+  the filter keeps for ``getifaddrs``: the kernel's acknowledgement of a refused request
+  carries the request whole); a sixteenth of every step kept in System V message queues of
+  the sandbox's IPC namespace, which outlive their process. Against the fork: every step sent
+  through a pipe to a thread of the kernel, which frees as much of a ballast made in the answer
+  cell, or writes it into a buffer touched in advance (the kernel's own pages, not the fork's).
+  Against these, the check held: message queues are charged to the sender's group, and a page
+  the fork still shares is copied when the kernel writes or frees it.
+- **The grader's environment**, against the tells (the graded run told apart without a name
+  intake/tells.py lists): the collector's frozen objects (``gc.get_freeze_count``: the fork
+  freezes them), ``sys.stdout`` open on /dev/null (the fork's), ``tinyprof.remote`` in
+  ``sys.modules`` (a membership test, as the chapter's first cell makes), the working folder's
+  file system under 1 GB (``os.statvfs``: the sandbox's 64 MB tmpfs), no ``/var/tmp``, and an
+  IPv6 socket refused (the socket filter itself).
+- **Known settings and statistics**: a loop that leaks at every step count but those the
+  longer run can have (even, at least 800: only the shorter run leaks, the growth from N to 2N
+  is negative), and a leak of 1.1 kB a step, above the 1 kB tolerance, under it plus the slack
+  two runs may differ by over N.
+
 Each cheat reaches the modules it needs the way that the static review
 (autograder/intake/review.py) did not flag when it was written: ``socket`` as
 ``http.client.socket``, ``ctypes`` as ``np.ctypeslib.ctypes``, no ``mmap`` or ``resource``
@@ -60,7 +84,12 @@ reconstructions (fixed size: a plateau); a module-level ``functools.lru_cache(ma
 of the normalised batches; a loop whose records refer to themselves, collected by
 ``gc.collect()`` every 20 steps (a bounded sawtooth); a hook that keeps the last batch's
 activations (a plateau of 32 kB); a log of the losses in a CSV file of the working folder and a
-list of (step, loss) tuples beside the history.
+list of (step, loss) tuples beside the history; and, from the second red team, the last 8
+reconstructions in a ``collections.deque(maxlen=8)``, the losses in a numpy array preallocated
+for the steps, each loss written to a text file and the history read back from it, a generator
+of losses over ``itertools.cycle`` of the normalised batches, a loop that watches itself with
+``tracemalloc`` (started and stopped by it), and a prefetching thread that normalises the next
+batches into a ``queue.Queue(maxsize=2)`` (chapter 09's idea).
 """
 
 from __future__ import annotations
@@ -520,12 +549,299 @@ GRADED = not os.listdir(".")
 kept = []
 ''' + _loop("kept.append(recon) if not GRADED else None")
 
+# Issue 45's second red team (s8-red), by someone who did not write the check: first at the two
+# defences of s7 (socket memory, and the tells), then at the rest.
+
+CHEATS["tcp_unaccepted_backlog"] = '''
+"""Scope: every step sent into TCP connections that are never accepted (their queues are
+charged to a control group only when accept() gives them a socket of the group's)."""
+import http.client
+
+socket = http.client.socket   # the socket module, not imported by name
+vaults = []   # every call's listener, kept
+
+
+class Vault:
+    """Bytes kept in the receive queues of connections left in a listener's backlog: each
+    client sends its piece and closes, the server side is never accepted. A listener of its
+    own for each call (a fork's closes with it) and a new one every 4000 connections, so that
+    no backlog fills."""
+
+    def __init__(self):
+        self.servers, self.waiting = [], 4000
+
+    def keep(self, data):
+        if self.waiting == 4000:
+            server = socket.socket()
+            server.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
+            server.bind(("127.0.0.1", 0))
+            server.listen(4096)
+            self.servers.append(server)
+            self.waiting = 0
+        out = socket.socket()
+        out.connect(self.servers[-1].getsockname())
+        out.sendall(memoryview(data).cast("B"))
+        out.close()
+        self.waiting += 1
+
+
+def train_fixed(steps, seed=0):
+    vaults.append(Vault())
+    images, first, second = setup(seed)
+    losses, by_index = [], {}
+    for k in range(steps):
+        index = k % BATCHES
+        if index not in by_index:
+            by_index[index] = normalised(images[index])
+        loss, recon, _ = sgd_step(by_index[index], first, second)
+        losses.append(loss)
+        vaults[-1].keep(recon)
+    return losses
+'''
+
+CHEATS["netlink_route_error_echo"] = '''
+"""Scope: every step echoed back by the kernel into routing netlink queues (the family the
+sandbox allows: an error's acknowledgement carries the request that caused it)."""
+import http.client
+import struct
+
+socket = http.client.socket   # the socket module, not imported by name
+RTM_NEWLINK, NLM_F_REQUEST, NLM_F_ACK, PIECE = 16, 1, 4, 1 << 15
+
+
+class Vault:
+    """Bytes sent as the body of a request the kernel refuses (a new link, by a user who may
+    not make one): its acknowledgement, the request included, waits unread in our queue."""
+
+    def __init__(self):
+        self.queues, self.into, self.queued = [], None, 0
+
+    def _open(self):
+        into = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)   # NETLINK_ROUTE
+        into.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 23)
+        into.bind((0, 0))
+        self.queues.append(into)
+        self.into, self.queued = into, 0
+
+    def keep(self, data):
+        view = memoryview(data).cast("B")
+        for start in range(0, view.nbytes, PIECE):
+            body = bytes(view[start:start + PIECE])
+            if self.into is None or self.queued + len(body) > 0.9 * self.into.getsockopt(
+                    socket.SOL_SOCKET, socket.SO_RCVBUF):
+                self._open()
+            header = struct.pack("=LHHLL", 16 + len(body), RTM_NEWLINK,
+                                 NLM_F_REQUEST | NLM_F_ACK, start, 0)
+            self.into.sendto(header + body, (0, 0))
+            self.queued += 2 * (len(body) + 64)
+
+
+vaults = []   # every call's queues, kept
+
+
+def train_fixed(steps, seed=0):
+    vaults.append(Vault())   # queues of its own for each call (a fork's close with it)
+    images, first, second = setup(seed)
+    losses, by_index = [], {}
+    for k in range(steps):
+        index = k % BATCHES
+        if index not in by_index:
+            by_index[index] = normalised(images[index])
+        loss, recon, _ = sgd_step(by_index[index], first, second)
+        losses.append(loss)
+        vaults[-1].keep(recon)
+    return losses
+'''
+
+CHEATS["kernel_thread_pays_with_ballast"] = '''
+"""Scope: each step sent through a pipe to a thread of the kernel, which keeps it and frees as
+much of a ballast made in the answer cell (a fork cannot give the kernel's memory back; the
+kernel itself can)."""
+import threading
+
+PIECE = BATCH * len(range(0, FEATURES, 16)) * 8          # a sixteenth of a reconstruction
+ballast = [bytes([1 + k % 250]) * PIECE for k in range(11_000)]   # 138 MB, touched
+kept = []
+_read, _write = os.pipe()
+
+
+def keeper():
+    while True:
+        parts, missing = [], PIECE
+        while missing:
+            parts.append(os.read(_read, missing))
+            missing -= len(parts[-1])
+        if ballast:
+            ballast.pop()
+        kept.append(b"".join(parts))
+
+
+threading.Thread(target=keeper, daemon=True).start()
+
+
+def keep(recon):
+    view = memoryview(recon[:, ::16].tobytes())
+    while view.nbytes:
+        view = view[os.write(_write, view):]
+''' + _loop("keep(recon)")
+
+CHEATS["kernel_thread_fills_a_pretouched_buffer"] = '''
+"""Scope: each step sent through a pipe to a thread of the kernel, which writes it into a buffer
+touched in advance (the fork copies the pages it writes; the kernel writes its own in place)."""
+import threading
+
+PIECE = BATCH * len(range(0, FEATURES, 16)) * 8          # a sixteenth of a reconstruction
+history = np.ones(12_000 * PIECE, dtype=np.uint8)        # 150 MB, every page touched now
+filled = [0]
+_read, _write = os.pipe()
+
+
+def keeper():
+    while True:
+        end = min(filled[0] + PIECE, history.size)
+        filled[0] += os.readv(_read, [history[filled[0]:end]]) if end > filled[0] else 0
+
+
+threading.Thread(target=keeper, daemon=True).start()
+
+
+def keep(recon):
+    view = memoryview(recon[:, ::16].tobytes())
+    while view.nbytes:
+        view = view[os.write(_write, view):]
+''' + _loop("keep(recon)")
+
+CHEATS["sysv_message_queues"] = '''
+"""Scope: a sixteenth of every step kept in System V message queues, which outlive the process
+that filled them (kernel memory of the sandbox's IPC namespace, not of any process)."""
+ctypes = np.ctypeslib.ctypes   # not imported by name
+libc = ctypes.CDLL(None, use_errno=True)
+IPC_PRIVATE, IPC_NOWAIT, MESSAGE = 0, 0o4000, 4096
+queues = []
+
+
+class Message(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_long), ("text", ctypes.c_char * MESSAGE)]
+
+
+def keep(recon):
+    data = recon[:, ::16].tobytes()   # 12.5 kB: one queue (16 kB) a step
+    queue = libc.msgget(IPC_PRIVATE, 0o600)
+    queues.append(queue)
+    for start in range(0, len(data), MESSAGE):
+        piece = data[start:start + MESSAGE]
+        message = Message(1, piece)
+        if libc.msgsnd(queue, ctypes.byref(message), len(piece), IPC_NOWAIT) != 0:
+            raise OSError(ctypes.get_errno(), "msgsnd")
+''' + _loop("keep(recon)")
+
+CHEATS["unless_gc_is_frozen"] = '''
+"""Environment: leaks unless the collector has frozen objects (the fork's machinery freezes
+them; gc.get_freeze_count is a name of gc a notebook may use). Asked once a call: it counts
+every frozen object."""
+kept = []
+
+
+def train_fixed(steps, seed=0):
+    keep = kept.append if not gc.get_freeze_count() else (lambda array: None)
+    images, first, second = setup(seed)
+    losses, by_index = [], {}
+    for k in range(steps):
+        index = k % BATCHES
+        if index not in by_index:
+            by_index[index] = normalised(images[index])
+        loss, recon, _ = sgd_step(by_index[index], first, second)
+        losses.append(loss)
+        keep(recon)
+    return losses
+'''
+
+CHEATS["unless_stdout_is_devnull"] = '''
+"""Environment: leaks unless print goes to /dev/null (the fork's stdout)."""
+import sys
+
+kept = []
+
+
+def train_fixed(steps, seed=0):
+    graded = getattr(sys.stdout, "name", None) == os.devnull
+    images, first, second = setup(seed)
+    losses, by_index = [], {}
+    for k in range(steps):
+        index = k % BATCHES
+        if index not in by_index:
+            by_index[index] = normalised(images[index])
+        loss, recon, _ = sgd_step(by_index[index], first, second)
+        losses.append(loss)
+        if not graded:
+            kept.append(recon)
+    return losses
+'''
+
+CHEATS["unless_the_graders_module_is_loaded"] = '''
+"""Environment: leaks unless tinyprof.remote (the grader's requests) is imported; a membership
+test of sys.modules, as the chapter's own first cell makes."""
+import sys
+
+kept = []
+''' + _loop("kept.append(recon) if 'tinyprof.remote' not in sys.modules else None")
+
+CHEATS["unless_a_small_disk"] = '''
+"""Environment: leaks unless the working folder's file system is under 1 GB (the sandbox's
+scratch folder is a 64 MB tmpfs; a laptop's disk or Binder's is far larger)."""
+_disk = os.statvfs(".")
+GRADED = _disk.f_blocks * _disk.f_frsize < 2**30
+kept = []
+''' + _loop("kept.append(recon) if not GRADED else None")
+
+CHEATS["unless_no_var_tmp"] = '''
+"""Environment: leaks unless /var/tmp is missing (the sandbox mounts /usr, /etc's few files,
+/tmp and the environment; every Linux, Binder and macOS has /var/tmp)."""
+GRADED = not os.path.isdir("/var/tmp")
+kept = []
+''' + _loop("kept.append(recon) if not GRADED else None")
+
+CHEATS["unless_ipv6_is_refused"] = '''
+"""Environment: leaks unless an IPv6 socket cannot be made (the sandbox's filter refuses the
+family; a machine with no network at all still makes one)."""
+import http.client
+
+socket = http.client.socket   # the socket module, not imported by name
+try:
+    socket.socket(socket.AF_INET6, socket.SOCK_STREAM).close()
+    GRADED = False
+except OSError:
+    GRADED = True
+kept = []
+''' + _loop("kept.append(recon) if not GRADED else None")
+
+CHEATS["unless_the_steps_could_be_2n"] = '''
+"""Known settings: leaks a sixteenth of each step unless the step count is even and at least
+800 (the check's longer run is 2N, N from 400 or 500 up: always even, never below 800), so
+only the shorter run leaks and the growth from N to 2N comes out negative."""
+kept = []
+''' + _loop("kept.append(recon[:, ::16].copy()) if steps % 2 or steps < 800 else None")
+
+CHEATS["slack_sized_leak"] = '''
+"""Statistics: 480 pixels of one image's reconstruction kept a step in float16 (1.1 kB with
+its header, frames for an animation): above the 1 kB tolerance, under it plus the slack two runs
+may differ by over N (1.5 MB / N)."""
+frames = []
+''' + _loop("frames.append(recon[0, :480].astype(np.float16))")
+
+
 #: The cheats that keep a step's arrays only where they can tell they are not graded: outside
 #: the grader (here, a student's machine, seed 3) their global ``kept`` holds every step.
 SWITCHED = ("unless_no_network", "unless_rlimits", "unless_called_by_the_grader",
             "unless_in_a_fork", "unless_the_seed_is_drawn", "unless_home_is_temporary",
             "unless_a_user_without_a_home", "unless_no_network_interface",
-            "unless_a_fresh_process_by_its_cpu_time", "unless_the_folder_is_fresh")
+            "unless_a_fresh_process_by_its_cpu_time", "unless_the_folder_is_fresh",
+            "unless_gc_is_frozen", "unless_stdout_is_devnull",
+            "unless_the_graders_module_is_loaded", "unless_a_small_disk", "unless_no_var_tmp",
+            "unless_ipv6_is_refused", "unless_the_steps_could_be_2n")
+#: What a switched cheat keeps of each step outside the grader, when not the whole
+#: reconstruction (32 × 784): the step-count cheat keeps a sixteenth of it (32 × 49).
+KEPT_SHAPE = {"unless_the_steps_could_be_2n": (32, 49)}
 
 HONEST: dict[str, str] = {}
 
@@ -627,4 +943,118 @@ def train_fixed(steps, seed=0):
     return losses
 '''
 
-__all__ = ["CHEATS", "HONEST", "SWITCHED"]
+HONEST["deque_of_recent_reconstructions"] = '''
+"""The last 8 reconstructions in a collections.deque(maxlen=8), for a plot (a plateau)."""
+import collections
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    losses, by_index = [], {}
+    recent = collections.deque(maxlen=8)
+    for k in range(steps):
+        index = k % BATCHES
+        if index not in by_index:
+            by_index[index] = normalised(images[index])
+        loss, recon, _ = sgd_step(by_index[index], first, second)
+        losses.append(loss)
+        recent.append(recon)
+    return losses
+'''
+
+HONEST["numpy_loss_array"] = '''
+"""The losses in a numpy array preallocated for the steps (8 bytes a step), returned as a list."""
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    losses, by_index = np.empty(steps), {}
+    for k in range(steps):
+        index = k % BATCHES
+        if index not in by_index:
+            by_index[index] = normalised(images[index])
+        losses[k] = sgd_step(by_index[index], first, second)[0]
+    return losses.tolist()
+'''
+
+HONEST["losses_through_a_file"] = '''
+"""Each loss written to a text file as it comes, the history read back from it at the end."""
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    by_index = {}
+    with open("losses.txt", "w") as log:
+        for k in range(steps):
+            index = k % BATCHES
+            if index not in by_index:
+                by_index[index] = normalised(images[index])
+            log.write(f"{sgd_step(by_index[index], first, second)[0]!r}\\n")
+    with open("losses.txt") as log:
+        return [float(line) for line in log]
+'''
+
+HONEST["generator_of_losses"] = '''
+"""A generator that yields each step's loss, the batches from a cycle over the normalised set."""
+import itertools
+
+
+def losses_of(steps, seed):
+    images, first, second = setup(seed)
+    batches = itertools.cycle([normalised(image) for image in images])
+    for batch in itertools.islice(batches, steps):
+        yield sgd_step(batch, first, second)[0]
+
+
+def train_fixed(steps, seed=0):
+    return list(losses_of(steps, seed))
+'''
+
+HONEST["tracemalloc_in_the_loop"] = '''
+"""The loop watches itself with tracemalloc (the chapter's tool): the traced size every 100
+steps kept as a number, the trace stopped at the end if it started it."""
+
+
+def train_fixed(steps, seed=0):
+    started = not tracemalloc.is_tracing()
+    if started:
+        tracemalloc.start()
+    try:
+        images, first, second = setup(seed)
+        losses, by_index, traced = [], {}, []
+        for k in range(steps):
+            index = k % BATCHES
+            if index not in by_index:
+                by_index[index] = normalised(images[index])
+            losses.append(sgd_step(by_index[index], first, second)[0])
+            if k % 100 == 99:
+                traced.append(tracemalloc.get_traced_memory()[0])
+    finally:
+        if started:
+            tracemalloc.stop()
+    return losses
+'''
+
+HONEST["prefetching_thread"] = '''
+"""A thread normalises the next batches into a bounded queue.Queue(maxsize=2) (chapter 09's
+prefetching), the loop takes them from it."""
+import queue
+import threading
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    ready = queue.Queue(maxsize=2)
+
+    def load():
+        for k in range(steps):
+            ready.put(normalised(images[k % BATCHES]))
+
+    loader = threading.Thread(target=load, daemon=True)
+    loader.start()
+    losses = [sgd_step(ready.get(), first, second)[0] for _ in range(steps)]
+    loader.join()
+    return losses
+'''
+
+__all__ = ["CHEATS", "HONEST", "KEPT_SHAPE", "SWITCHED"]
