@@ -247,3 +247,28 @@ def test_the_speed_test_and_ab_tests_speed_test_blocks_are_one_rule():
     assert (f"{speed.faults[0]:,.0f} and {speed.faults[1]:,.0f} page faults a call, every "
             "output kept") in speed.describe()
     assert ab.blocks == "speed test" and ab.fresh_inputs
+
+
+def test_the_measurement_expect_faster_made_is_handed_out_as_it_is(capsys):
+    """Chapter 08 prints the speed test's own measurement beside an A/B (issue 46): the same
+    object expect_faster measured for the same three functions, None for any other, and as an
+    ABResult with the same interval (the same samples and bootstrap)."""
+    from tinyprof.testing.handoff import speed_measured
+
+    def gelu_by_multiplying(h):   # the student's own code (the switch refuses tinyprof's)
+        c = float(np.sqrt(2 / np.pi))
+        t = np.tanh(c * (h + 0.044715 * (h * h * h)))
+        return 0.5 * h * (1 + t), 0.5 * (1 + t) + 0.5 * h * (1 - t * t) * c * (1 + 0.134145 * h * h)
+
+    assert speed_measured(gelu_by_multiplying, pipeline.gelu_slow,
+                          pipeline.make_activations) is None
+    measured = expect_faster(gelu_by_multiplying, pipeline.gelu_slow, pipeline.make_activations,
+                             at_least=1.0)
+    assert speed_measured(gelu_by_multiplying, pipeline.gelu_slow,
+                          pipeline.make_activations) is measured
+    assert speed_measured(students_gelu, pipeline.gelu_slow, pipeline.make_activations) is None
+    result = measured.as_ab_result("gelu_by_multiplying")
+    assert result.ci == measured.ci and result.speedup == pytest.approx(measured.speedup)
+    assert (result.blocks, result.fresh_inputs, result.clock) == ("speed test", True, "cpu")
+    assert result.faults == measured.faults and result.baseline.loops == measured.calls
+    assert result.baseline.name == "gelu_slow"

@@ -117,9 +117,9 @@ class Agreement:
         if cause == MACHINE:
             return (f"{names[0]}'s time moved more than {names[1]}'s: the machine changed "
                     "between the two measurements.")
-        return (f"{names[1]}'s time moved more than {names[0]}'s without more page faults: "
-                "the rest is how each was fed (one input reused stays in the caches; fresh "
-                "inputs need not) and how long its blocks were.")
+        return (f"{names[1]}'s time moved more than {names[0]}'s, without more page faults: "
+                "what else differs is how each was fed (one input reused stays in the caches; "
+                "fresh inputs need not) and how long its blocks were.")
 
 
 __all__ = ["AGREE", "Agreement", "FAULT_GAP", "FEEDING", "MACHINE", "PAGE_FAULTS"]

@@ -43,7 +43,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..units import format_interval, format_seconds
-from .abtest import MIN_ROUNDS, bootstrap_ratio_ci
+from .abtest import MIN_ROUNDS, SPEED_TEST, ABResult, bootstrap_ratio_ci
 from .blocks import (
     BASELINE_BUDGET_SECONDS,
     BLOCK_SECONDS,
@@ -53,6 +53,7 @@ from .blocks import (
     qualified_name,
     speed_test_rounds,
 )
+from .stats import LatencyStats
 
 RTOL, ATOL = 1e-4, 1e-6
 
@@ -114,6 +115,18 @@ class Speedup:
         return {"speedup": round(self.speedup, 4), "ci": [round(low, 4), round(high, 4)],
                 "rounds": self.rounds, "calls": self.calls, "method": self.method,
                 "baseline": self.baseline_name}
+
+    def as_ab_result(self, candidate_name: str = "candidate") -> ABResult:
+        """The same samples as an :class:`~tinyprof.timing.abtest.ABResult` (its Mann–Whitney
+        test and verdict; blocks made the speed test's way, fresh inputs), so that it can be
+        printed and compared beside ``tp.ab_test``'s (:mod:`tinyprof.timing.agreement`)."""
+        clock = "cpu" if self.method == CLOCKS[time.process_time] else "wall"
+        sides = [LatencyStats.from_samples(samples, loops=self.calls, name=name)
+                 for samples, name in ((self.baseline_seconds,
+                                        self.baseline_name.rsplit(".", 1)[-1]),
+                                       (self.candidate_seconds, candidate_name))]
+        return ABResult.from_samples(*sides, clock=clock, blocks=SPEED_TEST, fresh_inputs=True,
+                                     faults=self.faults)
 
     def __str__(self) -> str:
         return f"Speedup: {self.describe()}"
