@@ -210,3 +210,150 @@ def test_too_few_rounds_print_no_verdict_beside_their_interval():
     first = str(enough).splitlines()[0]
     assert enough.judged and first.endswith("wall clock) → faster"), first
     assert f"p = {enough.p_value:.2g}" in str(enough)
+
+
+# --- how a block is made (issue 46): calibrated blocks against the speed tests' --------------
+
+class _Counted:
+    """A function whose outputs tell how many of its earlier outputs were still alive when each
+    call ran, and which inputs it saw."""
+
+    def __init__(self):
+        import weakref
+
+        self.alive, self.seen, self._outputs = [], [], weakref.WeakSet()
+
+    def __call__(self, x):
+        self.alive.append(len(self._outputs))
+        self.seen.append(id(x))
+        out = _Output()
+        self._outputs.add(out)
+        return out
+
+
+class _Output:
+    pass
+
+
+def _slow_sum(x):
+    _spin(1e-3)
+    return _Output()
+
+
+def test_calibrated_blocks_drop_each_output_and_speed_test_blocks_keep_them():
+    """The default drops each output before the next call (the allocator gets its memory back);
+    "speed test" keeps every output of a block until the block is timed, as the grader does,
+    with the calls chosen from the baseline alone and the same for both sides."""
+    from tinyprof.timing.blocks import MAX_CALLS
+
+    calibrated = _Counted()
+    result = ab_test(_slow_sum, calibrated, 1.0, rounds=9, clock="cpu")
+    assert result.blocks == "calibrated" and max(calibrated.alive) <= 1, calibrated.alive
+    kept = _Counted()
+    speed = ab_test(_slow_sum, kept, 1.0, rounds=9, clock="cpu", blocks="speed test")
+    calls = speed.baseline.loops
+    assert speed.candidate.loops == calls and 1 < calls <= MAX_CALLS
+    # 0.1 s of a 1 ms baseline: about 100 calls (more on a loaded machine, where a busy wait of
+    # 1 ms of wall time is less CPU time); chosen from the candidate's µs, it would be 2048
+    assert 50 <= calls <= 500, calls
+    assert max(kept.alive) == calls - 1, (max(kept.alive), calls)   # the whole block kept
+    assert "the speed test's: " in str(speed) and "every output kept" in str(speed)
+    assert "each output dropped before the next call" in str(result)
+
+
+def test_speed_test_blocks_feed_fresh_inputs_from_make_inputs():
+    seeds = []
+
+    def make(seed):
+        seeds.append(seed)
+        return (np.full(3, float(seed)),)
+
+    fed = _Counted()
+    result = ab_test(_slow_sum, fed, make_inputs=make, blocks="speed test", rounds=9, loops=4,
+                     clock="cpu")
+    assert result.fresh_inputs and "fresh inputs every call" in result.describe_blocks()
+    # one input to see where it lives (a GPU?), 3 warm-up calls, then 9 blocks of 4 calls
+    assert len(set(seeds)) == len(seeds) == 1 + 3 + 9 * 4
+    reused = _Counted()
+    one = ab_test(_slow_sum, reused, 1.0, blocks="speed test", rounds=9, loops=4, clock="cpu")
+    assert not one.fresh_inputs and len(set(reused.seen)) == 1
+    assert "one input reused" in one.describe_blocks()
+
+
+def test_block_choices_are_checked():
+    with pytest.raises(ValueError, match="blocks must be one of 'calibrated', 'speed test'"):
+        ab_test(_work, _work, rounds=9, blocks="long")
+    with pytest.raises(ValueError, match='pass blocks="speed test"'):
+        ab_test(_work, _work, rounds=9, make_inputs=lambda seed: ())
+    with pytest.raises(TypeError, match="either arguments .* or make_inputs"):
+        ab_test(print, print, 1, rounds=9, blocks="speed test", make_inputs=lambda seed: (1,))
+    with pytest.raises(ValueError, match="always interleaved"):
+        ab_test(_work, _work, rounds=9, blocks="speed test", interleave=False)
+
+
+def _fresh_pages(pages=256):
+    """An anonymous mapping of ``pages`` pages, each written once: fresh pages at every call,
+    whatever the allocator holds (the mapping is the output, so it lives as long as it is kept)."""
+    import mmap
+
+    area = mmap.mmap(-1, pages * mmap.PAGESIZE)
+    for page in range(pages):
+        area[page * mmap.PAGESIZE] = 1
+    return area
+
+
+def _no_pages():
+    return sum(range(2000))
+
+
+def test_the_page_faults_a_call_are_counted_on_each_side():
+    pytest.importorskip("resource")
+    for blocks in ("calibrated", "speed test"):
+        result = ab_test(_no_pages, _fresh_pages, rounds=9, loops=8, clock="cpu", blocks=blocks)
+        base, cand = result.faults
+        assert cand >= 200 and base < 20, (blocks, result.faults)   # 256 pages touched a call
+        assert f"page faults a call {base:,.1f} and {cand:,.1f}" in str(result)
+
+
+def _result(base_ms, cand_ms, faults=(None, None), spread=0.01, names=("slow", "fast")):
+    factors = 1 + spread * np.linspace(-1, 1, 9)
+    return ABResult.from_samples(
+        LatencyStats.from_samples(base_ms * 1e-3 * factors, name=names[0]),
+        LatencyStats.from_samples(cand_ms * 1e-3 * factors, name=names[1]), clock="cpu",
+        faults=faults)
+
+
+def test_two_measurements_that_overlap_agree():
+    from tinyprof.timing.agreement import AGREE, Agreement
+
+    both = Agreement(_result(3.6, 0.53, (0, 0)), _result(3.6, 0.54, (0, 1)),
+                     ("the A/B", "the test"))
+    assert both.agree and both.cause == AGREE
+    assert str(both) == "the A/B and the test agree within their intervals (6.8× and 6.7×)."
+
+
+def test_a_gap_from_page_faults_on_the_side_that_moved_is_named():
+    """Issue 46's loader: 6.8× in short blocks, 5.0× in the speed test's, the fast side 0.53 →
+    0.72 ms a call with 123 more page faults, the slow side 3.60 → 3.70 ms with 122 more."""
+    from tinyprof.timing.agreement import PAGE_FAULTS, Agreement
+
+    apart = Agreement(_result(3.60, 0.53, (0.0, 0.0)), _result(3.70, 0.72, (122.0, 123.0)),
+                      ("the A/B", "the speed test's way"))
+    assert not apart.agree and apart.cause == PAGE_FAULTS and apart.mover == 1
+    said = str(apart)
+    assert said.startswith("the A/B and the speed test's way do NOT agree within their "
+                           "intervals (6.8× and 5.1×)"), said
+    assert "fast 530 µs and 720 µs (1.36×)" in said and "slow 3.6 ms and 3.7 ms (1.03×)" in said
+    assert ("The speed test's way touched more fresh pages a call than the A/B: 123 more page "
+            "faults for fast (190 µs more a call), 122 for slow.") in said, said
+
+
+def test_a_gap_without_faults_names_the_machine_or_the_feeding():
+    from tinyprof.timing.agreement import FAULT_GAP, FEEDING, MACHINE, Agreement
+
+    machine = Agreement(_result(3.6, 0.53, (0, 0)), _result(4.6, 0.54, (0, 0)))
+    assert machine.cause == MACHINE and "the machine changed" in str(machine)
+    fed = Agreement(_result(3.6, 0.53, (0, 0)), _result(3.6, 0.70, (0, FAULT_GAP - 1)))
+    assert fed.cause == FEEDING and "without more page faults" in str(fed)
+    uncounted = Agreement(_result(3.6, 0.53), _result(3.6, 0.70))
+    assert uncounted.cause == FEEDING and uncounted.extra_faults is None

@@ -19,6 +19,10 @@ NUMBER = r"[-+]?[\d,]*\.?\d+"
 PRINTS = {
     "bench_abtest.py": [r"A/A \(false positives\) +\d+/3",
                         rf"100,000 samples a side: +{NUMBER} ms"],
+    "bench_block_policy.py": [rf"the speed test's way, 28 calls / 2: speedup {NUMBER}×; "
+                              rf"candidate faults a call {NUMBER} vs {NUMBER}",
+                              rf"keeps what is freed +fresh, kept \(speed test\) at 2: "
+                              rf"{NUMBER}× \[{NUMBER}, {NUMBER}\], {NUMBER}"],
     "bench_check_cost.py": [rf"10_leaks +{NUMBER} +{NUMBER} +{NUMBER}× +\d+/\d+ \d+/\d+"],
     "bench_chapters.py": [rf"01_parameters +{NUMBER} +\d+% +\d+ +\d+ +\d+ +\d+ +\d+% +\d+%"],
     "bench_cli_startup.py": [rf"import tinyprof / import numpy, median of the 2 per-round "

@@ -9,10 +9,14 @@ kernel, then its printed sentences checked against the values its cells computed
 - each prediction is Amdahl's law on the profile *before* its fix with a forecast of only the
   stages the fix touches (how a forecast is made, without running the fixed step, is checked
   in tests/test_faster.py);
-- each fix's A/B and the whole step's time by CPU time with enough rounds for a verdict, and
-  each line says whether the A/B and the speed test's measurement of the same two functions
-  agree within their intervals, and which side moved when they do not (issue 46);
-- the clock passage prints what its four measurements of the same comparison show.
+- each fix's A/B and the whole step's time by CPU time with enough rounds for a verdict; each
+  fix measured also the speed test's way (its blocks, fresh inputs, outputs kept), both with how
+  their blocks were made and the page faults a call counted, and the line under them is what
+  tinyprof's Agreement says of those two results: whether they agree, and if not which side's
+  time moved and why (issue 46);
+- the clock passage prints what its four measurements of the same comparison show;
+- the summary's headline is the median of the chapter's three CPU-time measurements of the
+  step, each printed beside it (issue 46, 08-N3).
 """
 
 from __future__ import annotations
@@ -21,18 +25,31 @@ import json
 import re
 
 import nbformat
+import numpy as np
 import pytest
 from chapters import SOLUTIONS
 from nbclient import NotebookClient
 
 from tinyprof.faster import analysis, pipeline
-from tinyprof.timing.abtest import MIN_ROUNDS
+from tinyprof.timing import LatencyStats
+from tinyprof.timing.abtest import MIN_ROUNDS, ABResult
+from tinyprof.timing.agreement import Agreement
+from tinyprof.units import format_seconds
 
 NOTEBOOK = SOLUTIONS / "08_faster" / "faster.ipynb"
 
 #: A cell appended to the executed chapter: the values its sentences are about, as JSON.
 PROBE = """
 import json as _json
+
+def _dump(r):
+    return {"base": list(r.baseline.samples), "cand": list(r.candidate.samples),
+            "loops": [r.baseline.loops, r.candidate.loops],
+            "names": [r.baseline.name, r.candidate.name],
+            "faults": list(r.faults), "blocks": r.blocks, "fresh": r.fresh_inputs, "clock": r.clock,
+            "speedup": r.speedup, "ci": list(r.ci), "p": r.p_value, "rounds": r.rounds,
+            "conclusion": r.conclusion}
+
 print("PROBE" + _json.dumps({
     "labels": {stage: placed[stage]["bound"] for stage in STAGES},
     "ranking": list(ranking),
@@ -40,14 +57,16 @@ print("PROBE" + _json.dumps({
     "fast_profile": profiles[states[-1]],
     "rows": [{"fix": row["fix"], "predicted": row["predicted"], "forecast": row["forecast"],
               "before": profiles[states[i]]} for i, row in enumerate(proof)],
-    "fixes": {part: {"clock": r.clock, "rounds": r.rounds, "conclusion": r.conclusion,
-                     "ci": r.ci, "p": r.p_value, "speed_ci": fix_speed[part].ci}
+    "fixes": {part: {"ab": _dump(r), "speed": _dump(fix_speed[part])}
               for part, (r, _) in fix_checks.items()},
     "whole": {"clock": whole.clock, "rounds": whole.rounds},
     "clocks": {"wall": step_ab["wall"].speedup, "cpu": step_ab["cpu"].speedup,
                "cpu_ci": step_ab["cpu"].ci, "speed": step_speed.speedup, "speed_ci": step_speed.ci,
                "sequential": step_sequential.speedup, "slow_stretch": slow_stretch,
-               "fast_stretch": fast_stretch},
+               "fast_stretch": fast_stretch, "ab_cpu": _dump(step_ab["cpu"]),
+               "speed_way": _dump(step_speed)},
+    "step_runs": {name: list(run) for name, run in step_runs.items()},
+    "whole_dump": _dump(whole),
 }))
 """
 
@@ -134,18 +153,57 @@ def _overlap(first, second) -> bool:
     return first[0] <= second[1] and second[0] <= first[1]
 
 
+def _rebuilt(dump: dict) -> ABResult:
+    """The chapter's ABResult again, from its samples and how it was measured."""
+    sides = [LatencyStats.from_samples(samples, loops=loops, name=name)
+             for samples, loops, name in zip((dump["base"], dump["cand"]), dump["loops"],
+                                             dump["names"])]
+    return ABResult.from_samples(*sides, clock=dump["clock"], blocks=dump["blocks"],
+                                 fresh_inputs=dump["fresh"], faults=tuple(dump["faults"]))
+
+
+#: The slow function each fix of 8.4 is measured against.
+SLOW = {"load": "load_per_sample", "GELU": "gelu_slow", "loss": "loss_per_sample"}
+
+
 def test_each_fix_is_checked_by_cpu_time_beside_its_speed_test(run):
+    """Issue 46: each fix's A/B (short blocks, one input) and the speed test cell's own
+    measurement (its blocks, fresh inputs, every output kept) are both printed, each with how
+    its blocks were made and the page faults a call it counted, and the last line is what
+    tinyprof's Agreement says of exactly those two results (whether they agree, and if not
+    which side moved and why)."""
     texts, values = run
     assert values["whole"] == {"clock": "cpu", "rounds": 9}
-    checks = _output(texts, " vs load_per_sample: A/B ")
+    checks = _output(texts, "vs load_per_sample, outputs equal")
+    lines = checks.splitlines()
     for part, fix in values["fixes"].items():
-        assert fix["clock"] == "cpu" and fix["rounds"] >= MIN_ROUNDS, (part, fix)
-        line = next(line for line in checks.splitlines() if line.startswith(f"{part}: "))
-        assert f"(p = {fix['p']:.2g}, {fix['rounds']} rounds) → {fix['conclusion']};" in line, line
-        apart = "the intervals do NOT overlap" in line
-        assert apart == (not _overlap(fix["ci"], fix["speed_ci"])), (line, fix)
-        if apart:   # which side's time moved, and the blocks each was timed in
-            assert "a call in the A/B and" in line and "calls a block" in line, line
+        ab, speed = fix["ab"], fix["speed"]
+        assert ab["clock"] == speed["clock"] == "cpu", (part, fix)
+        assert ab["rounds"] >= MIN_ROUNDS and speed["rounds"] >= MIN_ROUNDS, (part, fix)
+        assert (ab["blocks"], ab["fresh"], speed["blocks"], speed["fresh"]) == (
+            "calibrated", False, "speed test", True), part
+        assert speed["loops"][0] == speed["loops"][1] >= 1, speed["loops"]   # one count, both
+        assert None not in ab["faults"] + speed["faults"], (part, fix)       # counted on Linux
+        at = next(i for i, line in enumerate(lines) if line.startswith(f"{part}: "))
+        first, second, said = lines[at + 1], lines[at + 2], lines[at + 3].strip()
+        rebuilt = [_rebuilt(ab), _rebuilt(speed)]
+        for line, label, digits, dump, result in zip((first, second), ("A/B", "the speed test"),
+                                                     (1, 2), (ab, speed), rebuilt):
+            low, high = dump["ci"]
+            assert line.startswith(f"  {label}: {dump['speedup']:.{digits}f}× "
+                                   f"[{low:.{digits}f}, {high:.{digits}f}] (p = {dump['p']:.2g}, "
+                                   f"{dump['rounds']} rounds) → {dump['conclusion']}; "), line
+            assert line.endswith(f"blocks: {result.describe_blocks()}"), line
+            assert result.ci == pytest.approx(tuple(dump["ci"]), rel=1e-12), (part, label)
+        agreement = Agreement(*rebuilt, ("the A/B", "the speed test"))
+        assert said == str(agreement), (said, str(agreement))
+        assert agreement.agree == _overlap(ab["ci"], speed["ci"]), (part, fix)
+        # the speed test's number is the speed test cell's own measurement, not another one
+        low, high = speed["ci"]
+        graded = _output(texts, f"faster than tinyprof.faster.pipeline.{SLOW[part]} (95% CI")
+        assert (f"speed: {speed['speedup']:.2f}× faster than tinyprof.faster.pipeline."
+                f"{SLOW[part]} (95% CI {low:.2f}–{high:.2f}×") in graded, (part, graded)
+        assert speed["rounds"] == 11 and f"rounds of {speed['loops'][0]} calls" in graded
 
 
 def test_the_clock_passage_prints_what_its_measurements_show(run):
@@ -155,7 +213,7 @@ def test_the_clock_passage_prints_what_its_measurements_show(run):
     for label, key in (("interleaved A/B, wall clock", "wall"),
                        ("interleaved A/B, CPU time", "cpu"),
                        ("all of A, then all of B, wall clock", "sequential"),
-                       ("speed test (fresh inputs, CPU time)", "speed")):
+                       ("the speed test's way (fresh inputs, CPU time)", "speed")):
         row = next(line for line in table.splitlines() if line.startswith(label))
         assert f" {clocks[key]:.1f}× " in row, (label, clocks[key], row)
     line = _output(texts, "By the wall clock the slow step took")
@@ -168,6 +226,33 @@ def test_the_clock_passage_prints_what_its_measurements_show(run):
     agree = _overlap(clocks["cpu_ci"], clocks["speed_ci"])
     said_agree = "do NOT agree" not in line and "agree within their intervals" in line
     assert said_agree == agree, line
+    agreement = str(Agreement(_rebuilt(clocks["ab_cpu"]), _rebuilt(clocks["speed_way"]),
+                              ("the A/B by CPU time", "the speed test's way")))
+    assert agreement[0].upper() + agreement[1:] in line, (agreement, line)
+    assert clocks["speed_way"]["blocks"] == "speed test" and clocks["speed_way"]["fresh"]
     sequential = (f"All of A before all of B gave {clocks['sequential']:.1f}×, "
                   f"{clocks['sequential'] / clocks['wall']:.2f}× the interleaved wall-clock")
     assert sequential in line, line
+
+
+def test_the_summary_headline_is_the_median_of_the_chapters_three_step_measurements(run):
+    """Issue 46 (08-N3): the headline does not rest on one A/B that can be the outlier: the step
+    times and the speedup are the medians of 8.4's A/B by CPU time, 8.4's speed test's way and
+    8.5's A/B, each printed beside it, and the spread of the slow step's time is said."""
+    texts, values = run
+    runs = values["step_runs"]
+    clocks, whole = values["clocks"], values["whole_dump"]
+    assert runs["8.4's A/B"][0] == clocks["cpu"] and runs["8.4's speed test's way"][0] == \
+        clocks["speed"] and runs["8.5's A/B"][0] == whole["speedup"], runs
+    table = _output(texts, "all eight: measured speedup (median of the three)")
+    median = [float(np.median([run[i] for run in runs.values()])) for i in range(3)]
+    row = next(line for line in table.splitlines() if "measured speedup (median" in line)
+    assert f" {median[0]:.1f}× (" in row, (median, row)
+    for name, run in runs.items():
+        assert f"{name} {run[0]:.1f}×" in row, (name, row)
+    slow_row = next(line for line in table.splitlines() if "slow step (median of" in line)
+    assert format_seconds(median[1]) in slow_row, (median, slow_row)
+    slow = [run[1] for run in runs.values()]
+    said = _output(texts, "The slow step's CPU time ranged from")
+    assert f"({max(slow) / min(slow) - 1:.0%} apart)" in said, said
+    assert ("which is why the headline is their median" in said) == (max(slow) > 1.1 * min(slow))

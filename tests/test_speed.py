@@ -222,3 +222,53 @@ def test_work_moved_to_another_part_in_each_round_is_charged_in_every_round():
         times["candidate"][where] += work
         rounds.append(times)
     assert charged(rounds, "candidate", 0.0) == pytest.approx([0.001 + work] * 5)
+
+
+def test_the_speed_test_and_ab_tests_speed_test_blocks_are_one_rule():
+    """Issue 46: ``tp.ab_test(..., blocks="speed test", make_inputs=...)`` makes its blocks with
+    the speed test's own code (tinyprof.timing.blocks): the same fresh inputs in the same order,
+    the same calls a block for both sides, and the page faults a call counted on each side."""
+    seen = {"speed test": [], "ab_test": []}
+
+    def maker(key):
+        def make(seed):
+            seen[key].append(seed)
+            return pipeline.make_activations(seed, size=32)
+        return make
+
+    speed = measure_speedup(pipeline.gelu_fast, pipeline.gelu_slow, maker("speed test"),
+                            rounds=9, calls=4)
+    ab = tp.ab_test(pipeline.gelu_slow, pipeline.gelu_fast, make_inputs=maker("ab_test"),
+                    blocks="speed test", rounds=9, loops=4, warmup=1, clock="cpu")
+    assert seen["ab_test"][1:] == seen["speed test"], seen   # its first: where inputs live
+    assert speed.calls == ab.baseline.loops == ab.candidate.loops == 4
+    assert all(isinstance(f, float) for f in (*speed.faults, *ab.faults)), (speed.faults,
+                                                                            ab.faults)
+    assert (f"{speed.faults[0]:,.0f} and {speed.faults[1]:,.0f} page faults a call, every "
+            "output kept") in speed.describe()
+    assert ab.blocks == "speed test" and ab.fresh_inputs
+
+
+def test_the_measurement_expect_faster_made_is_handed_out_as_it_is(capsys):
+    """Chapter 08 prints the speed test's own measurement beside an A/B (issue 46): the same
+    object expect_faster measured for the same three functions, None for any other, and as an
+    ABResult with the same interval (the same samples and bootstrap)."""
+    from tinyprof.testing.handoff import speed_measured
+
+    def gelu_by_multiplying(h):   # the student's own code (the switch refuses tinyprof's)
+        c = float(np.sqrt(2 / np.pi))
+        t = np.tanh(c * (h + 0.044715 * (h * h * h)))
+        return 0.5 * h * (1 + t), 0.5 * (1 + t) + 0.5 * h * (1 - t * t) * c * (1 + 0.134145 * h * h)
+
+    assert speed_measured(gelu_by_multiplying, pipeline.gelu_slow,
+                          pipeline.make_activations) is None
+    measured = expect_faster(gelu_by_multiplying, pipeline.gelu_slow, pipeline.make_activations,
+                             at_least=1.0)
+    assert speed_measured(gelu_by_multiplying, pipeline.gelu_slow,
+                          pipeline.make_activations) is measured
+    assert speed_measured(students_gelu, pipeline.gelu_slow, pipeline.make_activations) is None
+    result = measured.as_ab_result("gelu_by_multiplying")
+    assert result.ci == measured.ci and result.speedup == pytest.approx(measured.speedup)
+    assert (result.blocks, result.fresh_inputs, result.clock) == ("speed test", True, "cpu")
+    assert result.faults == measured.faults and result.baseline.loops == measured.calls
+    assert result.baseline.name == "gelu_slow"

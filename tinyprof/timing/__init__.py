@@ -7,6 +7,11 @@
   :func:`compare_latency` (a table of several) compare them; their figures are in
   :mod:`tinyprof.plots`;
 - :mod:`.abtest`: ``ab_test``, two callables timed in interleaved rounds and judged;
+- :mod:`.blocks`: how the speed tests make a block of calls (calls from the baseline, every
+  output kept, fresh inputs, page faults counted), the one rule ``measure_speedup``, the grader
+  and ``ab_test(blocks="speed test")`` share;
+- :mod:`.agreement`: whether two measurements of the same two functions agree, and when not,
+  which side's time moved and why (loaded when used);
 - :mod:`.scaling`: throughput and latency across batch sizes (loaded when used);
 - :mod:`.speed`: ``measure_speedup``, a rewrite against its baseline on fresh inputs, every
   output checked (chapter 08's speed tests; loaded when used);

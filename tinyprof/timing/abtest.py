@@ -32,6 +32,18 @@ CPU time. On a loaded machine the wall clock charges a long call for more pre-em
 short one, so a wall-clock ratio of a 100 ms function to a 3 ms one moves with the load; the
 CPU-time ratio barely does (a neighbour that shares the caches and the memory bus still slows
 memory-bound code in CPU time too). The result records and prints which clock it used.
+
+How a **block** of calls is made (``blocks=``) moves a ratio too (issue 46). "calibrated" (the
+default) gives each side its own calls, ≥ 200 µs a block, and drops each output before the next
+call: the allocator hands the next call the same memory back. "speed test" makes blocks by the
+speed tests' rule (:mod:`tinyprof.timing.blocks`, shared with ``expect_faster`` and the
+grader): calls chosen from the baseline alone, the same for both sides, every output kept until
+the block is timed, and with ``make_inputs`` fresh inputs every call. Kept outputs pile up, and
+once they outgrow what the allocator keeps, each call's output lands on fresh pages, a page
+fault per 4 KiB: a cost a call on both sides that weighs most on the faster one (chapter 08's
+loader: 6.8× in calibrated blocks, 5.1× in the speed test's 28-call blocks, with about 120
+faults a call against none). The result prints how its blocks were made and the minor page
+faults a call of each side, so that two measurements that differ can say why.
 """
 
 from __future__ import annotations
@@ -46,6 +58,7 @@ import numpy as np
 
 from ..torchprobe import synchronized
 from ..units import format_interval, format_seconds
+from .blocks import faults_between, minor_faults, per_call, speed_test_rounds
 from .compare import FASTER, NO_CHANGE, SLOWER
 from .context import collect_context
 from .harness import MIN_BLOCK_SECONDS, calibrate_loops, callable_name, clock_named, make_block
@@ -59,6 +72,12 @@ ALPHA = 0.01
 MIN_ROUNDS = 9
 CONFIDENCE = 0.95
 RESAMPLES = 2000
+#: How a block of calls is made (``ab_test(blocks=...)``): each side's own calls calibrated to
+#: ≥ 200 µs, each output dropped before the next call; or the speed tests' rule
+#: (:mod:`tinyprof.timing.blocks`): calls chosen from the baseline alone, the same for both
+#: sides, every output kept until the block is timed.
+CALIBRATED, SPEED_TEST = "calibrated", "speed test"
+BLOCK_RULES = (CALIBRATED, SPEED_TEST)
 
 
 def _average_ranks(values: np.ndarray) -> np.ndarray:
@@ -154,6 +173,11 @@ class ABResult:
     verdict: str = NO_CHANGE
     warnings: tuple[str, ...] = ()
     clock: str = "wall"
+    #: How the blocks were made (:data:`BLOCK_RULES`), whether every call had fresh inputs, and
+    #: the minor page faults a call of the baseline and the candidate (None: not counted).
+    blocks: str = CALIBRATED
+    fresh_inputs: bool = False
+    faults: tuple[float | None, float | None] = (None, None)
 
     @property
     def judged(self) -> bool:
@@ -171,9 +195,11 @@ class ABResult:
     def from_samples(cls, baseline: LatencyStats, candidate: LatencyStats, *,
                      noise_band: float = NOISE_BAND, alpha: float = ALPHA,
                      interleaved: bool = True, seed: int = 0,
-                     clock: str = "wall") -> "ABResult":
+                     clock: str = "wall", blocks: str = CALIBRATED, fresh_inputs: bool = False,
+                     faults: tuple[float | None, float | None] = (None, None)) -> "ABResult":
         """Compare two sets of samples already taken (one per round on each side) on ``clock``
-        ("wall" or "cpu", recorded and printed, never re-read)."""
+        ("wall" or "cpu", recorded and printed, never re-read), their blocks made by the rule
+        ``blocks`` (recorded and printed with ``fresh_inputs`` and the ``faults`` a call)."""
         check_settings(noise_band, alpha, "ABResult.from_samples")
         clock_named(clock, "ABResult.from_samples")
         for side, stats in (("baseline", baseline), ("candidate", candidate)):
@@ -194,9 +220,27 @@ class ABResult:
         for side, stats in (("baseline", baseline), ("candidate", candidate)):
             notes += [f"{side}: {str(w).split('. ')[0]}" for w in stats.warnings
                       if w.kind in ("unstable", "busy machine")]
+        if blocks not in BLOCK_RULES:
+            raise ValueError(f"ABResult.from_samples: blocks must be one of {BLOCK_RULES}, got "
+                             f"{blocks!r}")
         return cls(baseline, candidate, baseline.median / candidate.median, ci, p, u, rounds,
                    noise_band, alpha, interleaved,
-                   verdict(ci, p, rounds, noise_band, alpha), tuple(notes), clock)
+                   verdict(ci, p, rounds, noise_band, alpha), tuple(notes), clock, blocks,
+                   fresh_inputs, faults)
+
+    def describe_blocks(self) -> str:
+        """How the blocks were made and the page faults a call each side's calls took."""
+        a, b = self.baseline.loops, self.candidate.loops
+        inputs = "fresh inputs every call" if self.fresh_inputs else "one input reused"
+        if self.blocks == SPEED_TEST:
+            made = (f"the speed test's: {a} calls a side, chosen from the baseline; every output "
+                    f"kept until its block was timed; {inputs}")
+        else:
+            made = (f"{a} and {b} calls, each side's own (≥ 200 µs); each output dropped before "
+                    f"the next call; {inputs}")
+        if None in self.faults:
+            return made
+        return f"{made}; page faults a call {self.faults[0]:,.1f} and {self.faults[1]:,.1f}"
 
     def __str__(self) -> str:
         name_a, name_b = self.baseline.name or "baseline", self.candidate.name or "candidate"
@@ -206,7 +250,8 @@ class ABResult:
                  f"{self.rounds} {'interleaved ' if self.interleaved else ''}rounds, "
                  f"{self.clock} clock) → {self.conclusion}",
                  f"  medians: {name_a} {format_seconds(self.baseline.median)}, "
-                 f"{name_b} {format_seconds(self.candidate.median)}"]
+                 f"{name_b} {format_seconds(self.candidate.median)}",
+                 f"  blocks: {self.describe_blocks()}"]
         lines += [f"  warning: {w}" for w in self.warnings]
         return "\n".join(lines)
 
@@ -215,17 +260,24 @@ class ABResult:
 
 
 def _timed_rounds(blocks: Sequence[Callable[[int], float]], loops: Sequence[int], rounds: int,
-                  interleave: bool, rng: np.random.Generator) -> list[list[float]]:
+                  interleave: bool, rng: np.random.Generator,
+                  faults: list[list[int | None]] | None = None) -> list[list[float]]:
     """Per-call seconds of each block: one block of each per round in a random order, or (not
-    interleaved) all rounds of the first, then all of the second."""
+    interleaved) all rounds of the first, then all of the second. Each block's minor page
+    faults are appended to ``faults[i]`` when given (counted outside the block's time)."""
     times: list[list[float]] = [[] for _ in blocks]
-    if interleave:
-        for _ in range(rounds):
-            for i in rng.permutation(len(blocks)):
-                times[i].append(blocks[i](loops[i]) / loops[i])
-    else:
-        for i, block in enumerate(blocks):
-            times[i] = [block(loops[i]) / loops[i] for _ in range(rounds)]
+    counts = faults if faults is not None else [[] for _ in blocks]
+
+    def timed(i: int) -> float:
+        before = minor_faults()
+        seconds = blocks[i](loops[i]) / loops[i]
+        counts[i].append(faults_between(before, minor_faults()))
+        return seconds
+
+    order = ([i for _ in range(rounds) for i in rng.permutation(len(blocks))] if interleave
+             else [i for i in range(len(blocks)) for _ in range(rounds)])
+    for i in order:
+        times[i].append(timed(i))
     return times
 
 
@@ -257,14 +309,16 @@ def measure_interleaved(functions: Sequence[tuple[str, Callable]], args: tuple =
                         kwargs: dict | None = None, *, rounds: int = 30, warmup: int = 3,
                         loops: int | None = None, interleave: bool = True, seed: int = 0,
                         caller: str = "ab_test", block_seconds: float = MIN_BLOCK_SECONDS,
-                        clock: str = "wall") -> list[LatencyStats]:
+                        clock: str = "wall",
+                        faults: list[list[int | None]] | None = None) -> list[LatencyStats]:
     """Per-call LatencyStats of each ``(role, fn)`` of ``functions``, timed as :func:`ab_test`
     does: ``warmup`` calls each, loops calibrated per function to ≥ ``block_seconds`` a block
     (200 µs; or ``loops``), then ``rounds`` rounds of one block of each in a random order, the
     garbage collector off, each block timed on ``clock`` ("wall" or "cpu", see
     :data:`tinyprof.timing.harness.CLOCKS`). Sample i of every function comes from round i, so
     per-round ratios pair up. An exception names the role, the function and the phase (warm-up,
-    calibration, timing)."""
+    calibration, timing). ``faults``, when given, receives a list per function of each timed
+    block's minor page faults."""
     rounds = _count(caller, "rounds", rounds, 1)
     warmup = _count(caller, "warmup", warmup, 0)
     if loops is not None:
@@ -282,7 +336,10 @@ def measure_interleaved(functions: Sequence[tuple[str, Callable]], args: tuple =
             block.phase = "calibration"
             counts.append(loops or calibrate_loops(block, block_seconds))
             block.phase = "timing"
-        times = _timed_rounds(blocks, counts, rounds, interleave, np.random.default_rng(seed))
+        if faults is not None:
+            faults[:] = [[] for _ in blocks]
+        times = _timed_rounds(blocks, counts, rounds, interleave, np.random.default_rng(seed),
+                              faults)
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -295,13 +352,27 @@ def measure_interleaved(functions: Sequence[tuple[str, Callable]], args: tuple =
 def ab_test(baseline: Callable, candidate: Callable, *args: Any, rounds: int = 30,
             warmup: int = 3, loops: int | None = None, noise_band: float = NOISE_BAND,
             alpha: float = ALPHA, interleave: bool = True, seed: int = 0,
-            clock: str = "wall", **kwargs: Any) -> ABResult:
+            clock: str = "wall", blocks: str = CALIBRATED,
+            make_inputs: Callable[[int], Any] | None = None, **kwargs: Any) -> ABResult:
     """Time ``baseline(*args, **kwargs)`` and ``candidate(*args, **kwargs)`` in ``rounds``
-    interleaved rounds (random order in each, ``seed``) after ``warmup`` calls each, with the
-    calls per block calibrated to ≥ 200 µs (``loops=None``) or fixed at ``loops`` ≥ 1, and the
-    garbage collector off, and compare them (:class:`ABResult`). ``interleave=False`` times
-    all rounds of the baseline first: only for showing why not to. Torch callables on a GPU
-    wait for the device at the end of each call (:func:`tinyprof.pytorch.synchronized`).
+    interleaved rounds (random order in each, ``seed``) after ``warmup`` calls each, and compare
+    them (:class:`ABResult`). ``interleave=False`` times all rounds of the baseline first: only
+    for showing why not to. Torch callables on a GPU wait for the device at the end of each
+    call (:func:`tinyprof.pytorch.synchronized`).
+
+    ``blocks`` says how a block of calls is made (the result prints it, with the minor page
+    faults a call of each side):
+
+    - ``"calibrated"`` (the default): each side's calls calibrated to ≥ 200 µs a block
+      (``loops=None``) or fixed at ``loops``; each output dropped before the next call, so the
+      memory allocator hands the next call the same memory back; the garbage collector off.
+    - ``"speed test"``: the speed tests' rule (:mod:`tinyprof.timing.blocks`, what
+      ``expect_faster`` and the grader do): calls chosen from the baseline alone so that its
+      block lasts 0.1 s (or ``loops``), the same for both sides, every output kept until the
+      block is timed (kept outputs that pile up can land on fresh pages: a page fault each);
+      with ``make_inputs`` instead of ``args``, fresh inputs ``make_inputs(seed)`` for every
+      call, made before the block. Its numbers agree with the speed test's on the same
+      functions (with fresh inputs it is that measurement, without the output check).
 
     ``clock`` says what a block's time is:
 
@@ -316,26 +387,84 @@ def ab_test(baseline: Callable, candidate: Callable, *args: Any, rounds: int = 3
       wait costs nothing. (``time.thread_time`` would count only the calling thread and miss
       the work of BLAS's own threads, so it is not offered.)
 
-    Raises TypeError for non-callables, non-integer counts or a clock that is not a string,
-    ValueError for ``rounds`` < 1, ``warmup`` < 0, ``loops`` < 1, a negative ``noise_band``,
-    ``alpha`` outside (0, 1) or a clock other than "wall" and "cpu", and RuntimeError naming
-    the function and the phase when one of them raises."""
+    Raises TypeError for non-callables, non-integer counts, a clock that is not a string or
+    ``make_inputs`` beside ``args``, ValueError for ``rounds`` < 1, ``warmup`` < 0, ``loops``
+    < 1, a negative ``noise_band``, ``alpha`` outside (0, 1), a clock other than "wall" and
+    "cpu", a ``blocks`` rule other than "calibrated" and "speed test", or ``make_inputs`` or
+    ``interleave=False`` with calibrated blocks and speed-test blocks respectively, and
+    RuntimeError naming the function and the phase when one of them raises."""
     if not (callable(baseline) and callable(candidate)):
         raise TypeError("ab_test compares two callables: ab_test(baseline, candidate, *args), "
                         f"got {type(baseline).__name__} and {type(candidate).__name__}")
     check_settings(noise_band, alpha)
     clock_named(clock, "ab_test")
-    baseline, candidate = synchronized(baseline, *args), synchronized(candidate, *args)
-    stats = measure_interleaved([("baseline", baseline), ("candidate", candidate)], args, kwargs,
-                                rounds=rounds, warmup=warmup, loops=loops,
-                                interleave=interleave, seed=seed, clock=clock)
+    _check_blocks(blocks, make_inputs, args, interleave)
+    if blocks == SPEED_TEST:
+        stats, faults = _speed_test_blocks(baseline, candidate, args, kwargs, make_inputs,
+                                           rounds=rounds, warmup=warmup, loops=loops, seed=seed,
+                                           clock=clock)
+    else:
+        baseline, candidate = synchronized(baseline, *args), synchronized(candidate, *args)
+        counted: list[list[int | None]] = []
+        stats = measure_interleaved([("baseline", baseline), ("candidate", candidate)], args,
+                                    kwargs, rounds=rounds, warmup=warmup, loops=loops,
+                                    interleave=interleave, seed=seed, clock=clock,
+                                    faults=counted)
+        faults = tuple(per_call(c, s.loops) for c, s in zip(counted, stats))
     if stats[0].name == stats[1].name:
         stats = [LatencyStats.from_samples(s.samples, loops=s.loops, name=label, warmup=warmup,
                                            context=s.context)
                  for s, label in zip(stats, ("A", "B"))]
     return ABResult.from_samples(*stats, noise_band=noise_band, alpha=alpha,
-                                 interleaved=interleave, seed=seed, clock=clock)
+                                 interleaved=interleave, seed=seed, clock=clock, blocks=blocks,
+                                 fresh_inputs=make_inputs is not None, faults=faults)
 
 
-__all__ = ["ABResult", "ALPHA", "MIN_ROUNDS", "NOISE_BAND", "ab_test", "bootstrap_ratio_ci",
-           "check_settings", "mann_whitney_u", "measure_interleaved", "verdict"]
+def _check_blocks(blocks: Any, make_inputs: Any, args: tuple, interleave: bool) -> None:
+    if blocks not in BLOCK_RULES:
+        raise ValueError(f"ab_test: blocks must be one of {', '.join(map(repr, BLOCK_RULES))} "
+                         "(\"calibrated\": each side's own ≥ 200 µs blocks, outputs dropped; "
+                         "\"speed test\": the speed tests' blocks, calls chosen from the "
+                         f"baseline, outputs kept); got {blocks!r}")
+    if make_inputs is not None:
+        if not callable(make_inputs):
+            raise TypeError(f"ab_test: make_inputs must be a function of a seed, got "
+                            f"{type(make_inputs).__name__}")
+        if args:
+            raise TypeError("ab_test: pass either arguments (one input, reused) or make_inputs "
+                            "(fresh inputs every call), not both")
+        if blocks != SPEED_TEST:
+            raise ValueError("ab_test: fresh inputs (make_inputs) are the speed tests' way: "
+                             "pass blocks=\"speed test\" with them")
+    if blocks == SPEED_TEST and not interleave:
+        raise ValueError("ab_test: speed-test blocks are always interleaved, as the speed "
+                         "tests' are")
+
+
+def _speed_test_blocks(baseline: Callable, candidate: Callable, args: tuple, kwargs: dict,
+                       make_inputs: Callable[[int], Any] | None, *, rounds: int, warmup: int,
+                       loops: int | None, seed: int, clock: str
+                       ) -> tuple[list[LatencyStats], tuple[float | None, float | None]]:
+    """Both sides' LatencyStats and faults a call, timed by the speed tests' rule."""
+    rounds = _count("ab_test", "rounds", rounds, 1)
+    warmup = _count("ab_test", "warmup", warmup, 0)
+    if loops is not None:
+        loops = _count("ab_test", "loops", loops, 1)
+    make = make_inputs if make_inputs is not None else (lambda _seed: args)
+    first = make(seed * 1_000_003) if make_inputs is not None else args   # (a seed not used)
+    first = first if isinstance(first, tuple) else (first,)
+    baseline, candidate = synchronized(baseline, *first), synchronized(candidate, *first)
+    timed = speed_test_rounds(baseline, candidate, make, rounds=rounds, calls=loops, seed=seed,
+                              clock=clock_named(clock, "ab_test"), kwargs=kwargs,
+                              warmup=warmup)
+    context = collect_context()
+    stats = [LatencyStats.from_samples(samples, loops=timed.calls, name=callable_name(fn),
+                                       warmup=warmup, context=context)
+             for samples, fn in ((timed.baseline_seconds, baseline),
+                                 (timed.candidate_seconds, candidate))]
+    return stats, (timed.baseline_faults, timed.candidate_faults)
+
+
+__all__ = ["ABResult", "ALPHA", "BLOCK_RULES", "CALIBRATED", "MIN_ROUNDS", "NOISE_BAND",
+           "SPEED_TEST", "ab_test", "bootstrap_ratio_ci", "check_settings", "mann_whitney_u",
+           "measure_interleaved", "verdict"]

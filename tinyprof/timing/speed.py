@@ -22,6 +22,11 @@ calls that the baseline's block lasts :data:`BLOCK_SECONDS`, at most :data:`MAX_
 more than keeps the baseline's share of the whole measurement within
 :data:`BASELINE_BUDGET_SECONDS` (:func:`choose_calls`).
 
+How a block is made (calls from the baseline, every output kept, fresh inputs) is the rule of
+:mod:`tinyprof.timing.blocks`, which ``tp.ab_test(..., blocks="speed test")`` shares: a block's
+outputs that pile up can land on fresh pages, a cost a call that moves the ratio with the calls
+a block, so the minor page faults a call of each side are recorded too (:class:`Speedup`).
+
 The autograder measures the same way, with each function in its own kernel and each block timed
 by that kernel's CPU time read from outside it (``autograder/run/speed.py``); a :class:`Speedup` is
 the record both produce, and :meth:`Speedup.tier_line` the sentence both print.
@@ -38,17 +43,18 @@ from typing import Any, Callable
 import numpy as np
 
 from ..units import format_interval, format_seconds
-from .abtest import MIN_ROUNDS, bootstrap_ratio_ci
+from .abtest import MIN_ROUNDS, SPEED_TEST, ABResult, bootstrap_ratio_ci
+from .blocks import (
+    BASELINE_BUDGET_SECONDS,
+    BLOCK_SECONDS,
+    MAX_CALLS,
+    REQUEST_SHARE,
+    choose_calls,
+    qualified_name,
+    speed_test_rounds,
+)
+from .stats import LatencyStats
 
-#: Seconds the baseline's block of calls should last at least (longer blocks average out timer
-#: noise). The number of calls is chosen from the baseline alone, never from the candidate.
-BLOCK_SECONDS = 0.1
-#: The largest share of a baseline's block that a request's own handling may take: whatever a
-#: kernel saves on handling the grader's requests is at most this much of a block.
-REQUEST_SHARE = 0.02
-MAX_CALLS = 2048
-#: The baseline's blocks over all rounds should take about this long at most.
-BASELINE_BUDGET_SECONDS = 5.0
 RTOL, ATOL = 1e-4, 1e-6
 
 
@@ -61,6 +67,9 @@ class Speedup:
     candidate_seconds: tuple[float, ...]
     calls: int
     method: str
+    #: Minor page faults per call of the baseline and the candidate, where this process counted
+    #: them (a measurement made here; the grader's record has none).
+    faults: tuple[float | None, float | None] = (None, None)
 
     @property
     def rounds(self) -> int:
@@ -87,7 +96,13 @@ class Speedup:
                 f"{format_seconds(float(np.median(self.baseline_seconds)))} → "
                 f"{format_seconds(float(np.median(self.candidate_seconds)))} a call; "
                 f"{self.rounds} interleaved rounds of {self.calls} calls on fresh inputs, "
-                f"timed by {self.method})")
+                f"timed by {self.method}{self._faults_note()})")
+
+    def _faults_note(self) -> str:
+        if None in self.faults:
+            return ""
+        return (f"; {self.faults[0]:,.0f} and {self.faults[1]:,.0f} page faults a call, every "
+                "output kept")
 
     def tier_line(self, at_least: float) -> str:
         reached = "reached" if self.reaches(at_least) else "NOT reached (the CI's lower bound "\
@@ -100,6 +115,18 @@ class Speedup:
         return {"speedup": round(self.speedup, 4), "ci": [round(low, 4), round(high, 4)],
                 "rounds": self.rounds, "calls": self.calls, "method": self.method,
                 "baseline": self.baseline_name}
+
+    def as_ab_result(self, candidate_name: str = "candidate") -> ABResult:
+        """The same samples as an :class:`~tinyprof.timing.abtest.ABResult` (its Mann–Whitney
+        test and verdict; blocks made the speed test's way, fresh inputs), so that it can be
+        printed and compared beside ``tp.ab_test``'s (:mod:`tinyprof.timing.agreement`)."""
+        clock = "cpu" if self.method == CLOCKS[time.process_time] else "wall"
+        sides = [LatencyStats.from_samples(samples, loops=self.calls, name=name)
+                 for samples, name in ((self.baseline_seconds,
+                                        self.baseline_name.rsplit(".", 1)[-1]),
+                                       (self.candidate_seconds, candidate_name))]
+        return ABResult.from_samples(*sides, clock=clock, blocks=SPEED_TEST, fresh_inputs=True,
+                                     faults=self.faults)
 
     def __str__(self) -> str:
         return f"Speedup: {self.describe()}"
@@ -137,12 +164,6 @@ class Sampled:
         n = math.prod(self.shape)
         spread = n * atol**2 + 2 * atol * rtol * self.l1 + rtol**2 * self.l2
         return math.sqrt(2 * math.log(2 / SKETCH_FALSE_ALARM) * spread) + 1e-9 * self.l1
-
-
-def qualified_name(fn: Any) -> str:
-    """``module.qualname`` of a function (its repr when it has none)."""
-    module, name = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
-    return f"{module}.{name}" if module and name else repr(fn)
 
 
 def first_difference(got: Any, want: Any, rtol: float = RTOL, atol: float = ATOL,
@@ -235,18 +256,6 @@ def _kind(value: Any) -> str:
     return f"an array of shape {shape}" if isinstance(shape, tuple) else type(value).__name__
 
 
-def choose_calls(baseline_seconds: float, rounds: int, request_seconds: float = 0.0) -> int:
-    """Calls per block, from the baseline alone (the candidate cannot choose its own block):
-    enough that the baseline's block lasts :data:`BLOCK_SECONDS` and that a request's own
-    handling (``request_seconds``, what an empty block request costs a clean kernel) is at
-    most :data:`REQUEST_SHARE` of it; at most :data:`MAX_CALLS`, and no more than keeps
-    rounds × calls × baseline within :data:`BASELINE_BUDGET_SECONDS` (at least 1)."""
-    block = max(BLOCK_SECONDS, request_seconds / REQUEST_SHARE)
-    wanted = math.ceil(block / max(baseline_seconds, 1e-6))
-    affordable = math.floor(BASELINE_BUDGET_SECONDS / max(rounds * baseline_seconds, 1e-6))
-    return max(1, min(wanted, MAX_CALLS, affordable))
-
-
 #: How each clock is named in a Speedup's description.
 CLOCKS = {time.process_time: "the CPU time of this process (time.process_time)",
           time.perf_counter: "wall-clock time in this process (time.perf_counter)"}
@@ -266,56 +275,15 @@ def measure_speedup(candidate: Callable, baseline: Callable, make_inputs: Callab
     if rounds < MIN_ROUNDS:
         raise ValueError(f"measure_speedup: rounds must be ≥ {MIN_ROUNDS} for an interval worth "
                          f"having, got {rounds}")
-    seeds = iter(range(seed * 1_000_003 + 1, 2**62))
-    inputs = _fresh(make_inputs, seeds, 1)
-    check_outputs(_block("candidate", candidate, inputs, clock).outputs,   # the warm-up
-                  _block("baseline", baseline, inputs, clock).outputs, 0, rtol, atol)
-    if calls is None:
-        inputs = _fresh(make_inputs, seeds, 1)
-        baseline_once = _block("baseline", baseline, inputs, clock)
-        candidate_once = _block("candidate", candidate, inputs, clock)
-        check_outputs(candidate_once.outputs, baseline_once.outputs, 1, rtol, atol)
-        calls = choose_calls(baseline_once.seconds, rounds)
-    order = np.random.default_rng(seed)
-    base_times, cand_times = [], []
-    for r in range(rounds):
-        inputs = _fresh(make_inputs, seeds, calls)
-        results = {}
-        for side in order.permutation(2):
-            name, fn = (("baseline", baseline), ("candidate", candidate))[side]
-            results[name] = _block(name, fn, inputs, clock)
-        check_outputs(results["candidate"].outputs, results["baseline"].outputs, 2 + r * calls,
-                      rtol, atol)
-        base_times.append(results["baseline"].seconds / calls)
-        cand_times.append(results["candidate"].seconds / calls)
-    return Speedup(qualified_name(baseline), tuple(base_times), tuple(cand_times), calls,
-                   CLOCKS.get(clock, qualified_name(clock)))
 
+    def check(candidate_outputs: list, baseline_outputs: list, calls_before: int) -> None:
+        check_outputs(candidate_outputs, baseline_outputs, calls_before, rtol, atol)
 
-@dataclass
-class _Timed:
-    outputs: list
-    seconds: float
-
-
-def _fresh(make_inputs: Callable[[int], tuple], seeds, count: int) -> list[tuple]:
-    made = []
-    for _ in range(count):
-        args = make_inputs(next(seeds))
-        made.append(args if isinstance(args, tuple) else (args,))
-    return made
-
-
-def _block(side: str, fn: Callable, inputs: list[tuple], clock: Callable[[], float]) -> _Timed:
-    outputs = []
-    start = clock()
-    try:
-        for args in inputs:
-            outputs.append(fn(*args))
-    except Exception as error:
-        raise RuntimeError(f"the {side} ({qualified_name(fn)}) raised {type(error).__name__}: "
-                           f"{error}") from error
-    return _Timed(outputs, clock() - start)
+    timed = speed_test_rounds(baseline, candidate, make_inputs, rounds=rounds, calls=calls,
+                              seed=seed, clock=clock, check=check)
+    return Speedup(qualified_name(baseline), timed.baseline_seconds, timed.candidate_seconds,
+                   timed.calls, CLOCKS.get(clock, qualified_name(clock)),
+                   (timed.baseline_faults, timed.candidate_faults))
 
 
 def check_outputs(candidate: list, baseline: list, calls_before: int, rtol: float = RTOL,
@@ -332,5 +300,6 @@ def check_outputs(candidate: list, baseline: list, calls_before: int, rtol: floa
                                  "version must compute what the baseline computes")
 
 
-__all__ = ["BLOCK_SECONDS", "MAX_CALLS", "REQUEST_SHARE", "Sampled", "Speedup", "check_outputs",
-           "choose_calls", "first_difference", "measure_speedup", "qualified_name"]
+__all__ = ["BASELINE_BUDGET_SECONDS", "BLOCK_SECONDS", "MAX_CALLS", "REQUEST_SHARE", "Sampled",
+           "Speedup", "check_outputs", "choose_calls", "first_difference", "measure_speedup",
+           "qualified_name"]
