@@ -28,6 +28,8 @@ from nbclient import NotebookClient
 from tinyprof.faster import analysis, pipeline
 from tinyprof.timing.abtest import MIN_ROUNDS
 
+pytestmark = pytest.mark.kernel
+
 NOTEBOOK = SOLUTIONS / "08_faster" / "faster.ipynb"
 
 #: A cell appended to the executed chapter: the values its sentences are about, as JSON.

@@ -28,6 +28,7 @@ def test_there_are_chapters():
 
 
 @pytest.mark.parametrize("solution", CHAPTERS, ids=chapter_id)
+@pytest.mark.kernel
 def test_solution_passes_nbgrader_validation(solution):
     from nbgrader.validator import Validator
 
@@ -36,6 +37,7 @@ def test_solution_passes_nbgrader_validation(solution):
 
 
 @pytest.mark.parametrize("solution", CHAPTERS, ids=chapter_id)
+@pytest.mark.kernel
 def test_student_version_fails_its_tests(solution):
     from nbgrader.validator import Validator
 

@@ -149,6 +149,8 @@ def honest_records(tmp_path_factory) -> dict[str, dict]:
 
 
 @pytest.mark.parametrize("name", _marked(HONEST, PUNISHED))
+@pytest.mark.kernel
+@pytest.mark.sandbox
 def test_an_honest_answer_keeps_the_points(name, honest_records):
     record = honest_records[name]
     print(f"{name}: {summary(record)}")   # the grader's numbers, shown with pytest -rA
@@ -159,6 +161,8 @@ def test_an_honest_answer_keeps_the_points(name, honest_records):
 
 
 @pytest.mark.parametrize("name", _marked(CHEATS, MISSED))
+@pytest.mark.kernel
+@pytest.mark.sandbox
 def test_a_cheat_loses_the_points(name, tmp_path):
     [record] = graded([CHEATS[name]], tmp_path)
     found = flags(CHEATS[name])
