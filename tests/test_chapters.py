@@ -63,6 +63,7 @@ def test_solution_has_graded_parts_of_every_kind(solution):
         "commit instructor notebooks with their outputs cleared"
 
 
+@pytest.mark.slow
 def test_release_reproduces_notebooks_byte_for_byte(tmp_path):
     written = release(release_dir=tmp_path)
     assert written, "release produced no notebooks"

@@ -86,6 +86,7 @@ def verdicts_in_a_child(answer: str, plans: list[tuple[int, int]]) -> list[list]
 
 
 @pytest.mark.parametrize("name", sorted(CHEATS))
+@pytest.mark.slow
 def test_a_cheat_breaks_the_promise_it_attacks(name):
     answer, promise = CHEATS[name]
     for depth, seed, _, found, text in verdicts_in_a_child(answer, PLANS):

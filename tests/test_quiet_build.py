@@ -32,6 +32,7 @@ def _wheel(source: Path, out: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_the_package_metadata_builds_without_warnings_and_the_old_table_would_not(tmp_path):
     pyproject = (REPO / "pyproject.toml").read_text()
     assert 'license = "MIT"' in pyproject and LICENSE_TABLE not in pyproject

@@ -187,6 +187,7 @@ def _students_namespace() -> dict:
 
 
 @pytest.mark.parametrize("name", SWITCHED)
+@pytest.mark.slow
 def test_a_switched_cheat_leaks_on_a_students_machine(name):
     """The cheats that behave only when graded keep every step where they are not: here, a
     process with a network, no rlimits and no grader (else their test above proves nothing)."""
