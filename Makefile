@@ -1,4 +1,5 @@
-# tinyprof: `make book` builds the course site, `make test` runs every test.
+# tinyprof: `make book` builds the course site, `make test` runs every test, `make test-fast`
+# the tests that start no kernel (the loop for working on the library).
 # Needs python3 (3.10+), git and make; everything else goes into .venv. With npm, setup also
 # installs the book's pinned browser files (book/package.json: MathJax, which the site serves
 # itself, and axe-core, which the browser test runs) into book/node_modules.
@@ -10,7 +11,7 @@ NODE_STAMP := book/node_modules/.installed
 # nbgrader shells out to tools in the venv (alembic), and Jupyter finds its kernel there.
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: setup book test release lint clean
+.PHONY: setup book test test-fast release lint clean
 
 # pip shows a local project's build warnings, and setuptools adds an informational "Editable
 # installation." notice to every editable install of a package that sits next to pyproject.toml
@@ -41,6 +42,15 @@ book: setup
 
 test: setup
 	$(PYTHON) -m pytest
+
+# The tests of tests/ that carry none of the heavy markers (tests/tiers.py): no kernel, no
+# notebook run, no sandbox, cohort, book or browser. TINYPROF_TEST_TIER=fast turns on the guard
+# that fails any test starting one of those unmarked. Prints its wall time.
+test-fast: setup
+	@start=$$(date +%s); \
+	TINYPROF_TEST_TIER=fast $(PYTHON) -m pytest tests \
+	  -m "not (kernel or sandbox or cohort or book or browser or slow)"; \
+	status=$$?; echo "make test-fast: $$(($$(date +%s) - start)) s wall"; exit $$status
 
 release: setup
 	$(PYTHON) -m autograder release

@@ -1,4 +1,6 @@
-"""Fixtures shared by test modules: the course site, built once per test session."""
+"""Fixtures shared by test modules (the course site, built once per test session), and the
+test tiers (tiers.py): the fast tier's guard, and the ``kernel`` marker on solutions/' nbval
+items, each of which runs a notebook's cell in a real kernel."""
 
 from __future__ import annotations
 
@@ -8,6 +10,20 @@ from pathlib import Path
 
 import pytest
 from chapters import REPO, build_book
+from tiers import (  # noqa: F401 (hooks: pytest finds them in this module's names)
+    pytest_configure,
+    pytest_runtest_makereport,
+    pytest_unconfigure,
+)
+
+
+def pytest_collection_modifyitems(items) -> None:
+    """Every cell nbval collects from a notebook runs in a kernel."""
+    from nbval.plugin import IPyNbCell
+
+    for item in items:
+        if isinstance(item, IPyNbCell):
+            item.add_marker(pytest.mark.kernel)
 
 
 @pytest.fixture(scope="session")

@@ -22,6 +22,8 @@ from chapters import NOTEBOOKS, SOLUTIONS
 
 from autograder.grade import grade
 
+pytestmark = [pytest.mark.kernel, pytest.mark.sandbox, pytest.mark.cohort]
+
 CORPUS = {module.CHAPTER: module for module in (
     importlib.import_module(f"corpus.{path.stem}")
     for path in sorted((Path(__file__).parent / "corpus").glob("*.py")))}

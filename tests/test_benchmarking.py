@@ -44,12 +44,14 @@ def test_digits_split_is_stratified_and_seeded(digits):
         datasets.digits(test_fraction=1.0)
 
 
+@pytest.mark.slow
 def test_training_with_tinyprofs_backward_and_adam_reaches_the_floor(trained, digits):
     model, losses = trained
     assert losses[-1] < 0.05 < losses[0]
     assert accuracy(model, digits.x_test, digits.y_test) > ACCURACY_FLOOR
 
 
+@pytest.mark.slow
 def test_variants_compute_what_they_replace(trained, digits):
     model, _ = trained
     x = digits.x_test
@@ -132,6 +134,7 @@ def test_regression_check_and_its_exit_codes(tmp_path, capsys):
     assert "not a readable benchmark baseline" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_benchmark_suite_on_real_variants(trained, digits):
     model, _ = trained
     suite = benchmark_suite({"float32": model, "fused": variants.fused(model),

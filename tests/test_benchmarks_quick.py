@@ -75,7 +75,19 @@ def test_every_benchmark_has_a_quick_run_checked_here():
         assert "--quick" in (BENCHMARKS / name).read_text(encoding="utf-8"), name
 
 
-@pytest.mark.parametrize("script", sorted(PRINTS))
+#: Quick runs that start kernels, bubblewrap or a Dask cohort (tests/tiers.py). Every quick
+#: run is a process of its own that takes seconds (bench_check_cost.py: 166 s on a loaded
+#: machine), so all are ``slow``: ``make test-fast`` leaves them to ``make test``.
+GRADING = [pytest.mark.kernel, pytest.mark.sandbox]
+TIERS = {"bench_chapters.py": [pytest.mark.kernel], "bench_dask.py": [*GRADING,
+                                                                      pytest.mark.cohort],
+         "bench_execution_stall.py": [pytest.mark.kernel], "bench_grading.py": GRADING,
+         "bench_socket_memory.py": [pytest.mark.sandbox], "bench_speed_grading.py": GRADING}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", [pytest.param(name, marks=TIERS.get(name, ()))
+                                    for name in sorted(PRINTS)])
 def test_quick_run_completes_and_prints_its_ratios(script):
     done = subprocess.run([sys.executable, str(BENCHMARKS / script), "--quick"],
                           capture_output=True, text=True, timeout=TIMEOUTS.get(script, 180))

@@ -30,6 +30,8 @@ def test_every_chapter_is_in_the_toc():
 
 
 @pytest.mark.parametrize("page", _chapters_in_toc())
+@pytest.mark.kernel
+@pytest.mark.book
 def test_chapter_page_has_launch_buttons_figures_and_no_traceback(site, page):
     html = (site / f"{page}.html").read_text(encoding="utf-8")
     home = read_home(REPO)
@@ -42,6 +44,8 @@ def test_chapter_page_has_launch_buttons_figures_and_no_traceback(site, page):
 
 
 @pytest.mark.parametrize("page", _chapters_in_toc())
+@pytest.mark.kernel
+@pytest.mark.book
 def test_the_book_folds_exactly_the_test_cells(site, page):
     """The release tags every autograded test cell (and nothing else) hide-input, so the page
     folds each one behind a "Show the tests" toggle; the notebook shows them as always."""
@@ -65,6 +69,8 @@ def _visible_lines(path: Path, text: str) -> set[str]:
     return {line.strip() for line in text.splitlines()}
 
 
+@pytest.mark.kernel
+@pytest.mark.book
 def test_no_solution_or_hidden_test_reaches_the_site(site):
     secrets = set().union(*(solution_lines(p) for p in solution_notebooks()))
     assert secrets, "no solution lines found to look for"
@@ -79,6 +85,8 @@ def test_no_solution_or_hidden_test_reaches_the_site(site):
     assert not any(site.rglob("*.db"))
 
 
+@pytest.mark.kernel
+@pytest.mark.book
 def test_the_build_fails_when_a_notebook_fails(tmp_path):
     book = tmp_path / "broken"
     book.mkdir()
@@ -107,6 +115,8 @@ def test_solutions_folder_is_not_in_the_book_sources():
     assert "launch_buttons" in config and "html" in config  # top level, not under html
 
 
+@pytest.mark.kernel
+@pytest.mark.book
 def test_the_api_reference_has_a_page_per_public_module(site):
     import pkgutil
 

@@ -56,6 +56,8 @@ from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
+pytestmark = [pytest.mark.kernel, pytest.mark.book, pytest.mark.browser]
+
 
 @pytest.fixture(scope="module")
 def server(site):

@@ -36,6 +36,8 @@ from tinyprof.timing.abtest import MIN_ROUNDS, ABResult
 from tinyprof.timing.agreement import Agreement
 from tinyprof.units import format_seconds
 
+pytestmark = pytest.mark.kernel
+
 NOTEBOOK = SOLUTIONS / "08_faster" / "faster.ipynb"
 
 #: A cell appended to the executed chapter: the values its sentences are about, as JSON.

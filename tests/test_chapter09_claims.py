@@ -26,6 +26,8 @@ from chapters import SOLUTIONS, probed_values
 
 from tinyprof.loading import NETWORK_FS, OBJECT_STORE
 
+pytestmark = pytest.mark.kernel
+
 NOTEBOOK = SOLUTIONS / "09_pipeline" / "pipeline.ipynb"
 
 #: A cell appended to the executed chapter: the values its sentences are about, as JSON.

@@ -27,6 +27,8 @@ from chapters import SOLUTIONS, probed_values
 
 from tinyprof.leaks import loop
 
+pytestmark = pytest.mark.kernel
+
 NOTEBOOK = SOLUTIONS / "10_leaks" / "leaks.ipynb"
 
 #: A cell appended to the executed chapter: the values its sentences are about, as JSON.

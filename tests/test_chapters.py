@@ -28,6 +28,7 @@ def test_there_are_chapters():
 
 
 @pytest.mark.parametrize("solution", CHAPTERS, ids=chapter_id)
+@pytest.mark.kernel
 def test_solution_passes_nbgrader_validation(solution):
     from nbgrader.validator import Validator
 
@@ -36,6 +37,7 @@ def test_solution_passes_nbgrader_validation(solution):
 
 
 @pytest.mark.parametrize("solution", CHAPTERS, ids=chapter_id)
+@pytest.mark.kernel
 def test_student_version_fails_its_tests(solution):
     from nbgrader.validator import Validator
 
@@ -61,6 +63,7 @@ def test_solution_has_graded_parts_of_every_kind(solution):
         "commit instructor notebooks with their outputs cleared"
 
 
+@pytest.mark.slow
 def test_release_reproduces_notebooks_byte_for_byte(tmp_path):
     written = release(release_dir=tmp_path)
     assert written, "release produced no notebooks"

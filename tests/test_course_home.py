@@ -44,11 +44,13 @@ def forked(tmp_path_factory) -> Path:
     return copy
 
 
+@pytest.mark.slow
 def test_the_home_is_read_from_the_book_configuration(forked):
     assert read_home(forked) == CourseHome("someuni", "prof-course", "spring-2027")
     assert read_home(REPO).url.startswith("https://github.com/")
 
 
+@pytest.mark.slow
 def test_nothing_points_at_the_old_home_after_a_release(forked):
     stale = [str(path.relative_to(forked)) for pattern in ("README.md", "book/**/*",
                                                           "solutions/**/*", "notebooks/**/*")
@@ -58,6 +60,7 @@ def test_nothing_points_at_the_old_home_after_a_release(forked):
 
 
 @pytest.mark.parametrize("chapter", sorted(p.parent.name for p in REPO.glob("notebooks/*/*.ipynb")))
+@pytest.mark.slow
 def test_each_chapter_launches_and_installs_from_the_new_home(forked, chapter):
     (path,) = (forked / "notebooks" / chapter).glob("*.ipynb")
     relative = f"notebooks/{chapter}/{path.name}"
@@ -69,6 +72,7 @@ def test_each_chapter_launches_and_installs_from_the_new_home(forked, chapter):
     assert f'"tinyprof @ git+https://github.com/{NEW}@spring-2027"' in setup
 
 
+@pytest.mark.slow
 def test_readme_and_how_to_run_follow_too(forked):
     how_to_run = (forked / "book" / "how_to_run.md").read_text()
     assert f"git clone https://github.com/{NEW}.git\ncd prof-course" in how_to_run
@@ -158,6 +162,7 @@ def test_the_student_repository_as_home_draws_no_warning(tmp_path):
                                    solutions=False)) is None
 
 
+@pytest.mark.slow
 def test_release_and_publish_warn_on_the_shipped_home_and_still_succeed(tmp_path):
     copy = _copy_course(tmp_path / "course")
     release = subprocess.run([sys.executable, "-m", "autograder", "release", "01_parameters"],
@@ -173,6 +178,7 @@ def test_release_and_publish_warn_on_the_shipped_home_and_still_succeed(tmp_path
     assert (tmp_path / "out" / "README.md").exists()
 
 
+@pytest.mark.slow
 def test_a_release_for_the_forks_own_student_home_is_quiet(forked):
     assert "WARNING" not in (forked.parent / "release.stderr").read_text()
 

@@ -109,11 +109,13 @@ ipywidgets.interactive(lambda p: print(f"p = {p}"), p=ipywidgets.FloatSlider(val
 """
 
 
+@pytest.mark.kernel
 def test_an_interactive_widget_makes_the_client_send_on_the_shell_channel(monkeypatch):
     sent, _ = _shell_sends_while_executing(INTERACTIVE, monkeypatch)
     assert "comm_msg" in sent, "the Output widget's captured output is mirrored to the kernel"
 
 
+@pytest.mark.kernel
 def test_a_tinyprof_explorer_makes_the_client_send_nothing_and_shows_its_state(monkeypatch):
     sent, cell = _shell_sends_while_executing(EXPLORER, monkeypatch)
     assert sent == []

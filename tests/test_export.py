@@ -109,6 +109,9 @@ def _canvas_file(path: Path, cells: dict[str, str]) -> Path:
     return path
 
 
+@pytest.mark.kernel
+@pytest.mark.sandbox
+@pytest.mark.cohort
 def test_canvas_export_puts_each_score_on_its_students_row_and_changes_no_other_byte(
         graded, tmp_path, capsys):
     gradebook = _canvas_file(tmp_path / "gradebook.csv", BEFORE)
@@ -128,6 +131,9 @@ def test_canvas_export_puts_each_score_on_its_students_row_and_changes_no_other_
                    for line in printed.splitlines()), (uid, printed)
 
 
+@pytest.mark.kernel
+@pytest.mark.sandbox
+@pytest.mark.cohort
 def test_canvas_scores_are_scaled_to_the_points_possible(graded, tmp_path):
     gradebook = _canvas_file(tmp_path / "gradebook.csv", {"points": "100.00"})
     report = export(graded, CHAPTER, tmp_path / "out", canvas=gradebook,
@@ -138,6 +144,9 @@ def test_canvas_scores_are_scaled_to_the_points_possible(graded, tmp_path):
     assert "  scores scaled from 12 to the 100 points the LMS grades out of" in report.lines
 
 
+@pytest.mark.kernel
+@pytest.mark.sandbox
+@pytest.mark.cohort
 def test_an_export_reimported_by_the_next_export_changes_nothing(graded, tmp_path):
     first = export(graded, CHAPTER, tmp_path / "one", assignment="Parameters",
                    canvas=_canvas_file(tmp_path / "gradebook.csv", BEFORE))
@@ -183,6 +192,9 @@ def _by(path: Path, key: str) -> dict[str, dict[str, str]]:
         return {row[key].removeprefix("Participant "): row for row in csv.DictReader(handle)}
 
 
+@pytest.mark.kernel
+@pytest.mark.sandbox
+@pytest.mark.cohort
 def test_moodle_worksheet_gets_grades_comments_and_a_feedback_zip(graded, tmp_path):
     worksheet = _moodle_file(tmp_path / "worksheet.csv")
     report = export(graded, CHAPTER, tmp_path / "out", moodle=worksheet)
@@ -212,6 +224,9 @@ def test_moodle_worksheet_gets_grades_comments_and_a_feedback_zip(graded, tmp_pa
     assert "  ? lovelaceada (1001): score 10, a Canvas submission, handed in as" in text
 
 
+@pytest.mark.kernel
+@pytest.mark.sandbox
+@pytest.mark.cohort
 def test_moodle_scales_to_its_maximum_grade_with_its_decimal_comma(graded, tmp_path):
     worksheet = _moodle_file(tmp_path / "worksheet.csv", maximum="100,00")
     text = worksheet.read_text(encoding="utf-8")
@@ -253,6 +268,9 @@ def _with_statuses(graded: Path, tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("include_flagged", [False, True])
+@pytest.mark.kernel
+@pytest.mark.sandbox
+@pytest.mark.cohort
 def test_a_flagged_or_not_graded_row_never_carries_a_number(graded, tmp_path, include_flagged):
     copy = _with_statuses(graded, tmp_path)
     report = export(copy, CHAPTER, tmp_path / "plain", include_flagged=include_flagged)
@@ -274,6 +292,9 @@ def test_a_flagged_or_not_graded_row_never_carries_a_number(graded, tmp_path, in
                for line in report.lines)
 
 
+@pytest.mark.kernel
+@pytest.mark.sandbox
+@pytest.mark.cohort
 def test_the_plain_csv_lists_every_submission_with_formulas_neutralised(graded, tmp_path):
     copy = tmp_path / "graded"
     copy.mkdir()
@@ -291,6 +312,9 @@ def test_the_plain_csv_lists_every_submission_with_formulas_neutralised(graded, 
 
 # --- the feedback page's summary ---------------------------------------------------------------
 
+@pytest.mark.kernel
+@pytest.mark.sandbox
+@pytest.mark.cohort
 def test_the_feedback_summary_names_every_exercise_with_the_graders_message(graded):
     page = (graded / "feedback" / "turingalan" / CHAPTER / "parameters.html").read_text(
         encoding="utf-8")
@@ -312,6 +336,9 @@ def test_the_feedback_summary_names_every_exercise_with_the_graders_message(grad
 
 # --- bad input -----------------------------------------------------------------------------------
 
+@pytest.mark.kernel
+@pytest.mark.sandbox
+@pytest.mark.cohort
 def test_bad_lms_files_are_refused_naming_the_file_and_bad_rows_are_listed(graded, tmp_path,
                                                                            capsys):
     wrong = tmp_path / "roster.csv"

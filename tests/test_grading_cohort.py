@@ -27,6 +27,8 @@ from chapters import REPO
 from autograder import samples
 from autograder.kernel import resources
 
+pytestmark = [pytest.mark.kernel, pytest.mark.sandbox, pytest.mark.cohort]
+
 LIMITS = ["--timeout", "5", "--memory", "512"]
 #: What the notes say of the memory bomb: the kernel stopped by its control group, or (where
 #: there is none) the data rlimit's MemoryError.

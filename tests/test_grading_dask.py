@@ -235,6 +235,9 @@ def killed(tmp_path_factory) -> Killed:
     return Killed(root / "serial", root / "dask", run, kernels, at_kill, leftovers)
 
 
+@pytest.mark.kernel
+@pytest.mark.sandbox
+@pytest.mark.cohort
 def test_the_cluster_grades_like_one_machine(killed):
     assert killed.run.returncode == 0, killed.run.stdout[-2000:] + killed.run.stderr[-3000:]
     serial, dask = _grades(killed.serial), _grades(killed.dask)
@@ -253,6 +256,9 @@ def test_the_cluster_grades_like_one_machine(killed):
     assert [path for path in read if not path.startswith("/proc/")] == []
 
 
+@pytest.mark.kernel
+@pytest.mark.sandbox
+@pytest.mark.cohort
 def test_a_killed_worker_loses_nothing_and_nothing_is_counted_twice(killed):
     assert killed.kernels_at_kill, "worker two was killed while it ran a notebook"
     total = len(DEMO) + len(FORGED) + 1
@@ -270,6 +276,9 @@ def test_a_killed_worker_loses_nothing_and_nothing_is_counted_twice(killed):
     assert any(k.split("/")[0] in survivor for k in after), "worker one took over"
 
 
+@pytest.mark.kernel
+@pytest.mark.sandbox
+@pytest.mark.cohort
 def test_the_summary_names_the_workers_and_the_one_that_refused(killed):
     summary = (killed.dask / "summary.txt").read_text(encoding="utf-8")
     assert "graded on " in summary and "one (tcp://127.0.0.1:" in summary
@@ -286,6 +295,9 @@ def _until_journal(out: Path, lines: int, grading: subprocess.Popen) -> None:
         time.sleep(0.1)
 
 
+@pytest.mark.kernel
+@pytest.mark.sandbox
+@pytest.mark.cohort
 def test_interrupted_then_the_scheduler_lost_then_resumed(tmp_path):
     """Three notebooks, one worker grading one at a time: SIGTERM to the command after the
     first (its graders on the worker stop), the scheduler killed after the second (a clear
@@ -347,6 +359,9 @@ def test_interrupted_then_the_scheduler_lost_then_resumed(tmp_path):
         {"ada": "10", "bob": "0", "cy": "6"}
 
 
+@pytest.mark.kernel
+@pytest.mark.sandbox
+@pytest.mark.cohort
 def test_local_workers_in_the_command_itself(tmp_path):
     """``--scheduler local:2``: a LocalCluster of two workers, each with its own graders."""
     from autograder.grade import Settings, grade

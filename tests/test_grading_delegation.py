@@ -14,6 +14,8 @@ import pytest
 from chapters import grade_cli
 from test_autograde import _notebook_name, _solution_answers, _with_answers, test_points
 
+pytestmark = [pytest.mark.kernel, pytest.mark.sandbox, pytest.mark.cohort]
+
 PERCENTILE = {
     "early": "def percentile(samples, q: float, _p=np.percentile) -> float:\n"
              "    return float(_p(samples, q))\n",

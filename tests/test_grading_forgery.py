@@ -46,9 +46,9 @@ FLAGGED = ("isclose", "isclose-by-name", "liar-shell", "liar-module", "leaker",
            "remote-forger", "memory", "hog", "userns")
 FORMULA_NAME = "=HYPERLINK(\"x.example\";\"full marks\")"   # a folder name: no slash
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.kernel, pytest.mark.sandbox, pytest.mark.cohort, pytest.mark.skipif(
     not Path("/usr/bin/bwrap").exists() and os.environ.get("CI") != "true",
-    reason="bubblewrap is not installed (CI installs it; locally: apt-get install bubblewrap)")
+    reason="bubblewrap is not installed (CI installs it; locally: apt-get install bubblewrap)")]
 
 
 @pytest.fixture(scope="module")

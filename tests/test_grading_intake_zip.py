@@ -11,10 +11,13 @@ import sys
 import time
 import zipfile
 
+import pytest
 from chapters import REPO
 from test_grading_intake import HOSTILE_PROBLEMS, _blank, _hostile_zip
 
 from autograder import samples
+
+pytestmark = [pytest.mark.kernel, pytest.mark.sandbox, pytest.mark.cohort]
 
 BOB = "Bob Good_2002_assignsubmission_file_"
 MALLORY = "Mallory Bad_3003_assignsubmission_file_"

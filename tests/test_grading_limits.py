@@ -59,6 +59,8 @@ def twice(tmp_path_factory):
     return out, first, leftovers, page, second
 
 
+@pytest.mark.kernel
+@pytest.mark.sandbox
 def test_a_submission_over_the_wall_clock_limit_is_stopped_then_retried(twice):
     _, (rows, problems), leftovers, page, (again, problems_again) = twice
     assert [(r.student, r.status, r.score) for r in rows] == [("ada", "timed out", 0)]
@@ -69,6 +71,8 @@ def test_a_submission_over_the_wall_clock_limit_is_stopped_then_retried(twice):
     assert problems_again == []
 
 
+@pytest.mark.kernel
+@pytest.mark.sandbox
 def test_the_merge_takes_only_what_autograding_writes(twice, tmp_path):
     """Student code could write a manual score into its own shard; it must not count."""
     out = twice[0]
@@ -86,6 +90,9 @@ def test_the_merge_takes_only_what_autograding_writes(twice, tmp_path):
     assert set(comments) == {(None,)}
 
 
+@pytest.mark.kernel
+@pytest.mark.sandbox
+@pytest.mark.cohort
 def test_sigterm_stops_the_grader_and_its_workers(tmp_path):
     cohort, out = _cohort(tmp_path / "in", ["ada", "bob", "cy"]), tmp_path / "out"
     grader = subprocess.Popen(
@@ -104,6 +111,9 @@ def test_sigterm_stops_the_grader_and_its_workers(tmp_path):
     assert _leftovers(out) == []
 
 
+@pytest.mark.kernel
+@pytest.mark.sandbox
+@pytest.mark.cohort
 def test_a_worker_killed_mid_submission_is_replaced_and_the_submission_graded(tmp_path):
     cohort, out = _cohort(tmp_path / "in", ["ada"]), tmp_path / "out"
     result = {}
@@ -130,6 +140,9 @@ def test_a_worker_killed_mid_submission_is_replaced_and_the_submission_graded(tm
                                                                             "worker-2.log"]
 
 
+@pytest.mark.kernel
+@pytest.mark.sandbox
+@pytest.mark.cohort
 def test_one_grader_per_output_folder(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
@@ -202,6 +215,9 @@ def one_task(tmp_path_factory):
 
 
 @pytest.mark.parametrize("deaths, expected", [(1, ("graded", 10.0)), (2, ("not graded", 0.0))])
+@pytest.mark.kernel
+@pytest.mark.sandbox
+@pytest.mark.cohort
 def test_a_worker_dead_before_it_takes_its_task_is_replaced(one_task, tmp_path, deaths,
                                                              expected):
     """The first worker dies before the task reaches it: a new one grades it. If that one dies
@@ -218,6 +234,9 @@ def test_a_worker_dead_before_it_takes_its_task_is_replaced(one_task, tmp_path, 
         assert finished[0].notes == [DIED_TWICE]
 
 
+@pytest.mark.kernel
+@pytest.mark.sandbox
+@pytest.mark.cohort
 def test_a_dask_workers_grader_that_died_while_idle_is_replaced(one_task, tmp_path):
     """On a Dask worker, graders wait idle between submissions; one that died meanwhile (killed,
     out of memory) is replaced, and the submission graded by the new one."""
@@ -278,6 +297,8 @@ def _sandbox_ends(folder: Path, code: str, end) -> tuple[int | None, float, list
 
 
 @NEEDS_BWRAP
+@pytest.mark.kernel
+@pytest.mark.sandbox
 def test_a_sandbox_ends_when_the_graders_end_of_its_lifeline_closes(tmp_path):
     """If the grader dies while bwrap is still setting a sandbox up, bwrap's own tie to its
     parent is not in place yet: the sandbox's watcher (launcher.py) ends it instead, as soon as
@@ -295,6 +316,8 @@ def test_a_sandbox_ends_when_the_graders_end_of_its_lifeline_closes(tmp_path):
 
 
 @NEEDS_BWRAP
+@pytest.mark.kernel
+@pytest.mark.sandbox
 def test_a_sandbox_ends_with_its_kernel_and_the_kernel_has_no_child_of_ours(tmp_path):
     """The lifeline's watcher is no child of the kernel: ipykernel's shutdown waits for the
     kernel's children to go (2.6 s per kernel while the watcher was one). When the kernel
@@ -353,6 +376,8 @@ def _sandboxed_steps(folder: Path, steps: list[str]) -> list[dict]:
 
 
 @NEEDS_BWRAP
+@pytest.mark.kernel
+@pytest.mark.sandbox
 def test_a_sandboxed_kernel_runs_process_workers(tmp_path):
     """Chapter 09's process workers (tinyprof.loading.Workers, kind="process") and a spawn
     Pool need POSIX semaphores, which live in /dev/shm: the sandbox gives each kernel a
@@ -391,6 +416,8 @@ SHM_FILL = ("import errno, os\nwritten, failure = 0, None\n"
 
 
 @NEEDS_BWRAP
+@pytest.mark.kernel
+@pytest.mark.sandbox
 def test_dev_shm_is_private_limited_and_fails_cleanly_past_its_size(tmp_path):
     """/dev/shm holds Limits.shm_mb: writing past it raises ENOSPC in the cell, the kernel
     lives on, and the host's /dev/shm never sees the files."""
@@ -404,6 +431,8 @@ def test_dev_shm_is_private_limited_and_fails_cleanly_past_its_size(tmp_path):
 
 
 @NEEDS_BWRAP
+@pytest.mark.kernel
+@pytest.mark.sandbox
 def test_dev_shm_is_counted_in_the_kernels_memory(tmp_path):
     """tmpfs pages are charged to the memory control group of the process that writes them:
     what a kernel keeps in /dev/shm is its memory, read by the grader (a leak test reads this),
@@ -421,6 +450,8 @@ def test_dev_shm_is_counted_in_the_kernels_memory(tmp_path):
 
 
 @NEEDS_BWRAP
+@pytest.mark.kernel
+@pytest.mark.sandbox
 def test_the_sandbox_does_not_announce_itself(tmp_path):
     """A submission that behaves differently when graded looks for what tells the grading run
     apart: the host name is the machine's own (not "sandbox"), no variable names the grader's
@@ -504,6 +535,8 @@ NEEDED_ONLY = {"inet_stream": "opened", "inet_dgram": "EPROTONOSUPPORT",
 
 
 @NEEDS_BWRAP
+@pytest.mark.kernel
+@pytest.mark.sandbox
 def test_a_kernel_opens_only_the_sockets_it_needs(tmp_path):
     """The bytes queued in UDP buffers, IPv6 TCP buffers and netlink queues are charged to no
     memory control group: a leak kept there was invisible to the leak check. The sandbox's
@@ -564,6 +597,8 @@ CLOSE = ("for ends in held:\n    for end in ends:\n"
 
 
 @NEEDS_BWRAP
+@pytest.mark.kernel
+@pytest.mark.sandbox
 def test_bytes_queued_in_sockets_and_pipes_are_the_kernels_memory(tmp_path):
     """What the sandbox still allows, Unix sockets, pipes and TCP over its loopback, holds
     unread bytes in buffers the grader counts in the kernel's memory (measured: +66 MB for

@@ -21,9 +21,9 @@ from autograder import samples
 from autograder.grade import Settings, grade
 from autograder.kernel import caches, resources
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.kernel, pytest.mark.sandbox, pytest.mark.skipif(
     not Path("/usr/bin/bwrap").exists() and os.environ.get("CI") != "true",
-    reason="bubblewrap is not installed (CI installs it; locally: apt-get install bubblewrap)")
+    reason="bubblewrap is not installed (CI installs it; locally: apt-get install bubblewrap)")]
 
 
 def _spin(seconds: float) -> None:

@@ -1372,14 +1372,25 @@ def failure(mistake: str) -> str:
     return ""
 
 
-@pytest.mark.parametrize("mistake", sorted(MISTAKES))
+#: Mistakes whose run trains chapter 10's loops or drives chapter 09's loaders (9 to 13 s each
+#: on a loaded 2-core machine), and the chapters that re-run them: ``slow`` (tests/tiers.py).
+SLOW = ("growth_per_step", "train_fixed", "top_growing_lines", "Prefetcher")
+SLOW_CHAPTERS = ("09_pipeline", "10_leaks")
+
+
+def _tiered(names, slow) -> list:
+    return [pytest.param(name, marks=pytest.mark.slow) if slow(name) else name
+            for name in names]
+
+
+@pytest.mark.parametrize("mistake", _tiered(sorted(MISTAKES), lambda n: n.startswith(SLOW)))
 def test_a_classic_mistake_gets_its_hint(mistake):
     message = failure(mistake)
     assert message, f"{mistake!r} passes the visible tests"
     assert MISTAKES[mistake][3] in message, message
 
 
-@pytest.mark.parametrize("chapter", COVERED)
+@pytest.mark.parametrize("chapter", _tiered(COVERED, lambda c: c in SLOW_CHAPTERS))
 def test_every_hint_is_reached_by_the_mistake_it_names(chapter):
     unreached = []
     for grade_id in graded_cells(chapter):

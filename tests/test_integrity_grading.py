@@ -11,6 +11,8 @@ from chapters import grade_cli
 
 from autograder import samples
 
+pytestmark = [pytest.mark.kernel, pytest.mark.sandbox, pytest.mark.cohort]
+
 TESTS = ["test_linear_params", "test_conv2d_params", "test_attention_params",
          "test_count_model_parameters", "test_parameter_memory_bytes"]
 DUMMY = {gid: f"def {gid}(*args, **kwargs):\n    return 0\n" for gid in

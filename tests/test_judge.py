@@ -66,6 +66,7 @@ def judge(kernel: Kernel, source: str):
     return Judge(kernel.send).run(source, PRELUDE, label="test")
 
 
+@pytest.mark.kernel
 def test_a_right_answer_passes_and_a_wrong_one_fails_with_the_hint(kernel):
     assert judge(kernel, "expect(linear_params(128, 64), 8256, 'Linear(128, 64)')").passed
     verdict = judge(kernel, "expect(linear_params(128, 64, bias=False), 8000, 'no bias',\n"
@@ -74,6 +75,7 @@ def test_a_right_answer_passes_and_a_wrong_one_fails_with_the_hint(kernel):
     assert verdict.message == "no bias: expected 8,000, got 8,192. a hint"
 
 
+@pytest.mark.kernel
 def test_a_kernel_that_patches_isclose_decides_nothing(kernel):
     kernel.run("import math\nmath.isclose = lambda *a, **k: True\n"
                "def wrong(*a, **k):\n    return 1\n")
@@ -81,6 +83,7 @@ def test_a_kernel_that_patches_isclose_decides_nothing(kernel):
     assert not verdict.passed and "got 1" in verdict.message
 
 
+@pytest.mark.kernel
 def test_an_object_equal_to_everything_has_no_value_here(kernel):
     kernel.run("class Eq(float):\n    __eq__ = lambda s, o: True\n    __hash__ = float.__hash__\n"
                "def sly(*a):\n    return Eq(1)\n")
@@ -88,6 +91,7 @@ def test_an_object_equal_to_everything_has_no_value_here(kernel):
     assert not verdict.passed and "in the student's kernel" in verdict.message
 
 
+@pytest.mark.kernel
 def test_the_students_exception_arrives_as_its_class_with_the_graders_words(kernel):
     kernel.run("def leaky(*a):\n    raise ValueError('SECRET ' + repr(a))\n")
     verdict = judge(kernel, "try:\n    leaky(12345)\nexcept ValueError:\n    pass\n"
@@ -96,6 +100,7 @@ def test_the_students_exception_arrives_as_its_class_with_the_graders_words(kern
     assert "SECRET" not in verdict.message and "678" not in verdict.message
 
 
+@pytest.mark.kernel
 def test_an_exception_of_the_students_own_class_is_not_named(kernel):
     """The name of a class the notebook defines is the kernel's choice (a channel of 80
     characters per failed test): feedback says "your own class"; the names of Python's and
@@ -113,6 +118,7 @@ def test_an_exception_of_the_students_own_class_is_not_named(kernel):
     assert (named.ename, named.message) == ("ValueError", "shape raised ShapeError")
 
 
+@pytest.mark.kernel
 def test_arrays_come_back_as_arrays_and_arguments_get_the_calls_changes(kernel):
     kernel.run("def double(a):\n    a *= 2\n    return a.sum()\n"
                "def grow(items):\n    items.append(3)\n    return len(items)\n")
@@ -123,6 +129,7 @@ def test_arrays_come_back_as_arrays_and_arguments_get_the_calls_changes(kernel):
     assert verdict.passed, verdict.message
 
 
+@pytest.mark.kernel
 def test_tinyprof_is_switched_off_in_the_kernel_inside_the_block_only(kernel):
     kernel.run("def delegate(i, o):\n    return tp.count_parameters(tp.nn.Linear(i, o))\n"
                "def private(*a):\n    return tp.abtest._timed_rounds\n")
@@ -134,6 +141,7 @@ def test_tinyprof_is_switched_off_in_the_kernel_inside_the_block_only(kernel):
     assert private.ename == "ReferenceUnavailable", private.message
 
 
+@pytest.mark.kernel
 def test_a_reference_taken_before_the_switch_opens_is_refused_in_the_kernel(kernel):
     kernel.run("def early(data, q, percentile=np.percentile):\n    return percentile(data, q)\n"
                "import numpy.lib._function_base_impl as impl\n"
@@ -145,6 +153,7 @@ def test_a_reference_taken_before_the_switch_opens_is_refused_in_the_kernel(kern
         assert judge(kernel, f"expect({name}([3, 1, 2], 50), 2.0, 'after the block')").passed
 
 
+@pytest.mark.kernel
 def test_requests_on_the_comm_get_the_verdicts_of_execute_requests(kernel):
     """The quick route (a comm message per request, as the grader sends a hidden test's calls)
     decides every verdict as the execute requests do: right, wrong with its hint, the
@@ -168,6 +177,7 @@ def test_requests_on_the_comm_get_the_verdicts_of_execute_requests(kernel):
                         (False, "ReferenceUnavailable")]
 
 
+@pytest.mark.kernel
 def test_a_lost_comm_answer_is_read_back_and_the_call_never_run_twice(kernel):
     """IOPub may drop a message: a kernel that goes idle without sending the comm's answer
     has it read back by an execute request (the channel's lost-answer route), and the
@@ -190,6 +200,7 @@ def test_a_lost_comm_answer_is_read_back_and_the_call_never_run_twice(kernel):
     finally:
         kernel.run("_remote._opened = _keep_opened\n")
 
+@pytest.mark.kernel
 def test_a_kernel_that_stops_answering_fails_the_test_and_is_reported(kernel):
     silent = Judge(lambda code, cleanup=False: None).run(
         "expect(linear_params(1, 1), 2, 'x')", PRELUDE, label="test")

@@ -31,9 +31,9 @@ from test_speed_grading import grade_cell as speed_cell
 
 from autograder import samples
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.kernel, pytest.mark.sandbox, pytest.mark.skipif(
     not Path("/usr/bin/bwrap").exists() and os.environ.get("CI") != "true",
-    reason="bubblewrap is not installed (CI installs it; locally: apt-get install bubblewrap)")
+    reason="bubblewrap is not installed (CI installs it; locally: apt-get install bubblewrap)")]
 
 CHAPTER, NOTEBOOK = "10_leaks", "leaks.ipynb"
 #: The chapter's helpers (its set-up cells' constants and functions), as the student has them.

@@ -161,6 +161,7 @@ def test_top_growth_on_known_snapshots():
     assert [g.frames for g in found] == [(("x.py", 5), ("z.py", 2)), (("x.py", 5), ("y.py", 1))]
 
 
+@pytest.mark.slow
 def test_torch_habits_keep_what_the_chapter_says():
     """Plain backward() frees the saved tensors: total_loss += loss keeps graph nodes only;
     retain_graph=True, or evaluations kept with gradients on, keep saved tensors every step."""

@@ -86,6 +86,7 @@ def verdicts_in_a_child(answer: str, plans: list[tuple[int, int]]) -> list[list]
 
 
 @pytest.mark.parametrize("name", sorted(CHEATS))
+@pytest.mark.slow
 def test_a_cheat_breaks_the_promise_it_attacks(name):
     answer, promise = CHEATS[name]
     for depth, seed, _, found, text in verdicts_in_a_child(answer, PLANS):
@@ -326,6 +327,8 @@ def cheat_grades(tmp_path_factory) -> dict[str, dict]:
 
 @needs_sandbox
 @pytest.mark.parametrize("name", sorted(ANSWERS))
+@pytest.mark.kernel
+@pytest.mark.sandbox
 def test_the_grader_gives_an_honest_prefetcher_full_marks(name, honest_grades):
     record = honest_grades[name]
     assert record["verdict"]["passed"], (name, record)
@@ -333,6 +336,8 @@ def test_the_grader_gives_an_honest_prefetcher_full_marks(name, honest_grades):
 
 @needs_sandbox
 @pytest.mark.parametrize("name", sorted(CHEATS))
+@pytest.mark.kernel
+@pytest.mark.sandbox
 def test_the_grader_gives_a_cheat_nothing(name, cheat_grades):
     record = cheat_grades[name]
     verdict = record["verdict"]
@@ -344,6 +349,8 @@ def test_the_grader_gives_a_cheat_nothing(name, cheat_grades):
 
 @needs_sandbox
 @pytest.mark.parametrize("name", sorted(HIDDEN_ONLY))
+@pytest.mark.kernel
+@pytest.mark.sandbox
 def test_the_grader_gives_a_cheat_that_passes_the_visible_test_nothing(name, cheat_grades):
     """The hidden test drives the class at depth 1 and at 3 or 4, with a seed of its own."""
     verdict = cheat_grades[name]["verdict"]

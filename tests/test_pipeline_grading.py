@@ -328,6 +328,8 @@ def grade(student: str, tests: list[str], folder: Path, isolate: bool = True) ->
             for cell in nb.cells[1:]]
 
 
+@pytest.mark.kernel
+@pytest.mark.sandbox
 def test_every_honest_loop_keeps_full_marks_on_the_graders_device(tmp_path):
     names = [source.split("def ")[1].split("(")[0] for source in HONEST.values()]
     records = grade("".join(HONEST.values()), [TEST.format(name=n) for n in names], tmp_path)
@@ -349,6 +351,8 @@ def sandbox_has_shared_memory() -> bool:
     pytest.param(True, marks=pytest.mark.skipif(
         not sandbox_has_shared_memory(), reason="the sandbox has no writable /dev/shm yet")),
     False])
+@pytest.mark.kernel
+@pytest.mark.sandbox
 def test_process_workers_keep_full_marks_their_start_up_not_charged(isolate, tmp_path):
     """Spawned workers take about a second to start; the pipeline's wall begins at its first
     read, so an honest loop with process workers is graded on its pipeline, not its start-up."""
@@ -356,6 +360,8 @@ def test_process_workers_keep_full_marks_their_start_up_not_charged(isolate, tmp
     assert record["verdict"]["passed"], record
 
 
+@pytest.mark.kernel
+@pytest.mark.sandbox
 def test_the_serial_loop_fails_its_tier(tmp_path):
     record, = grade(loop_with(), [TEST.format(name="train_fast")], tmp_path)
     assert not record["verdict"]["passed"], record
@@ -363,6 +369,8 @@ def test_the_serial_loop_fails_its_tier(tmp_path):
 
 
 @pytest.mark.parametrize("cheat", sorted(CHEATS))
+@pytest.mark.kernel
+@pytest.mark.sandbox
 def test_no_cheat_passes(cheat, tmp_path):
     source, expected = CHEATS[cheat]
     record, = grade(source, [TEST.format(name="train_fast")], tmp_path)
@@ -372,6 +380,8 @@ def test_no_cheat_passes(cheat, tmp_path):
         (cheat, expected, record)
 
 
+@pytest.mark.kernel
+@pytest.mark.sandbox
 def test_values_remembered_from_the_visible_run_fail_the_next(tmp_path):
     visible, hidden = grade(REMEMBERED, [TEST.format(name="train_fast")] * 2, tmp_path)
     assert visible["verdict"]["passed"], visible

@@ -158,6 +158,7 @@ def test_the_published_pyproject_has_no_instructor_tooling_and_ships_the_digits(
     assert "data/digits.npz" in config["tool"]["setuptools"]["package-data"]["tinyprof"]
 
 
+@pytest.mark.slow
 def test_pip_install_of_the_student_repository_includes_the_digits(published, tmp_path):
     """A real wheel built from the published folder holds the data and its licence."""
     source = tmp_path / "src"

@@ -32,6 +32,7 @@ def _wheel(source: Path, out: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_the_package_metadata_builds_without_warnings_and_the_old_table_would_not(tmp_path):
     pyproject = (REPO / "pyproject.toml").read_text()
     assert 'license = "MIT"' in pyproject and LICENSE_TABLE not in pyproject
@@ -47,6 +48,7 @@ def test_the_package_metadata_builds_without_warnings_and_the_old_table_would_no
     assert "`project.license` as a TOML table is deprecated" in noisy.stderr
 
 
+@pytest.mark.slow
 def test_make_setup_prints_no_build_backend_warning(tmp_path):
     """The Makefile's own set-up (a new venv, pip upgraded, an editable install) on a copy whose
     requirements are tinyprof alone."""
@@ -94,6 +96,7 @@ def _execute(mode: str, tmp_path: Path) -> subprocess.CompletedProcess:
                           text=True, timeout=300, cwd=tmp_path, env=env)
 
 
+@pytest.mark.kernel
 def test_the_books_kernels_run_with_curve_keys_and_print_no_tcp_warning(tmp_path):
     sys.path.insert(0, str(REPO / "book" / "_ext"))
     try:

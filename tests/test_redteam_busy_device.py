@@ -160,6 +160,8 @@ def with_gaps(names: dict, gaps: dict) -> list:
 
 
 @pytest.mark.parametrize("cheat", with_gaps(corpus.CHEATS, GAPS))
+@pytest.mark.kernel
+@pytest.mark.sandbox
 def test_a_cheat_loses_the_busy_device_points(cheat, tmp_path):
     [record] = grade_answers("train_fast", "test_train_fast", [corpus.CHEATS[cheat]], tmp_path)
     verdict = record.get("verdict", {})
@@ -179,6 +181,8 @@ SOLUTION = "the chapter's solution"
 
 
 @pytest.mark.parametrize("name", with_gaps({SOLUTION: "", **corpus.HONEST}, HONEST_LOSSES))
+@pytest.mark.kernel
+@pytest.mark.sandbox
 def test_an_honest_fix_keeps_the_busy_device_points(name, tmp_path):
     """Each in a kernel of its own, as a student's notebook is graded (a pool of worker
     processes left by one fix would otherwise share the CPU with the next one's loop)."""

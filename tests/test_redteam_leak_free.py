@@ -198,6 +198,8 @@ def honest_records(tmp_path_factory) -> dict[str, dict]:
 
 
 @pytest.mark.parametrize("name", _marked(HONEST, PUNISHED))
+@pytest.mark.kernel
+@pytest.mark.sandbox
 def test_an_honest_answer_keeps_the_points(name, honest_records):
     record = honest_records[name]
     print(f"{name}: {summary(record)}")   # the grader's numbers, shown with pytest -rA
@@ -208,6 +210,8 @@ def test_an_honest_answer_keeps_the_points(name, honest_records):
 
 
 @pytest.mark.parametrize("name", _marked(CHEATS, MISSED))
+@pytest.mark.kernel
+@pytest.mark.sandbox
 def test_a_cheat_loses_the_points(name, tmp_path):
     [record] = graded([CHEATS[name]], tmp_path)
     found = flags(CHEATS[name])
@@ -232,6 +236,7 @@ def _students_namespace() -> dict:
 
 
 @pytest.mark.parametrize("name", SWITCHED)
+@pytest.mark.slow
 def test_a_switched_cheat_leaks_on_a_students_machine(name):
     """The cheats that behave only when graded keep every step where they are not: here, a
     process with a network, no rlimits and no grader (else their test above proves nothing)."""

@@ -43,6 +43,8 @@ HONEST_LOSSES: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("cheat", with_gaps(corpus.CHEATS, GAPS))
+@pytest.mark.kernel
+@pytest.mark.sandbox
 def test_a_cheat_loses_the_prefetcher_points(cheat, tmp_path):
     [record] = grade_answers("Prefetcher", "test_Prefetcher", [corpus.CHEATS[cheat]], tmp_path)
     verdict = record.get("verdict", {})
@@ -66,6 +68,8 @@ def honest_records(tmp_path_factory) -> dict[str, dict]:
 
 @pytest.mark.parametrize("name", with_gaps({"the chapter's solution": "", **corpus.HONEST},
                                          HONEST_LOSSES))
+@pytest.mark.kernel
+@pytest.mark.sandbox
 def test_an_honest_prefetcher_keeps_its_points(name, honest_records):
     record = honest_records[name]
     print(f"\n[red team] honest {name}: {describe(record)}")

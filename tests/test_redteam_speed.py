@@ -28,9 +28,9 @@ from autograder import samples
 from autograder.intake.review import review
 from autograder.run.execute import GraderExecute
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.kernel, pytest.mark.sandbox, pytest.mark.skipif(
     not Path("/usr/bin/bwrap").exists() and os.environ.get("CI") != "true",
-    reason="bubblewrap is not installed (CI installs it; locally: apt-get install bubblewrap)")
+    reason="bubblewrap is not installed (CI installs it; locally: apt-get install bubblewrap)")]
 
 CHAPTER, NOTEBOOK = "08_faster", "faster.ipynb"
 #: The chapter's speed test cell each graded function faces (fast_step: its hardest tier).

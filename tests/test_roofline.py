@@ -112,6 +112,7 @@ def test_stream_bytes_convention():
     assert STREAM_BYTES_PER_ELEMENT == {"copy": 16, "scale": 16, "add": 24, "triad": 40}
 
 
+@pytest.mark.slow
 def test_machine_peaks_measured_in_a_child_and_cached():
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     peaks = machine_peaks()
@@ -127,6 +128,7 @@ def test_machine_peaks_measured_in_a_child_and_cached():
     assert "BLAS" in peaks.context and "BLAS" in str(peaks)
 
 
+@pytest.mark.slow
 def test_the_roofline_child_fits_a_chapter_memory_budget():
     """Chapter 05's kernel (about 0.2 GB) plus this child must stay under 0.7 GB: the child's
     peak, read by a fresh process that waited for nothing else, is under 0.4 GB."""

@@ -37,9 +37,9 @@ from traitlets.config import Config
 from autograder import samples
 from autograder.run.execute import GraderExecute
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.kernel, pytest.mark.sandbox, pytest.mark.skipif(
     not Path("/usr/bin/bwrap").exists() and os.environ.get("CI") != "true",
-    reason="bubblewrap is not installed (CI installs it; locally: apt-get install bubblewrap)")
+    reason="bubblewrap is not installed (CI installs it; locally: apt-get install bubblewrap)")]
 
 SETUP = ("import numpy as np\nimport tinyprof as tp\n"
          "from tinyprof.models.datasets import digits_arrays\n"

@@ -16,6 +16,8 @@ from autograder import course
 from autograder.dispatch.worker import scores
 from autograder.results.gradebook import prepare
 
+pytestmark = pytest.mark.kernel
+
 CHAPTERS = course.assignments()
 
 

@@ -224,6 +224,7 @@ KEYBOARD_CONTROLS = (widgets.IntSlider, widgets.FloatSlider, widgets.FloatLogSli
                      widgets.SelectionSlider, widgets.Dropdown, widgets.Checkbox)
 
 
+@pytest.mark.slow
 def test_every_explorer_describes_its_figures_and_labels_its_controls():
     for explorer in _explorers():
         name = type(explorer._draw).__qualname__

@@ -64,6 +64,7 @@ def ipywidgets7(tmp_path_factory):
     return target
 
 
+@pytest.mark.slow
 def test_every_explorer_builds_and_redraws_on_ipywidgets_7(ipywidgets7):
     env = dict(os.environ, PYTHONPATH=str(ipywidgets7), MPLBACKEND="Agg")
     run = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tinyprof.leaks import leak_bytes_per_step
 from tinyprof.widgets import leaks_explorer
 
 
+@pytest.mark.slow
 def test_the_explorer_runs_the_ticked_leaks_and_redraws_when_one_is_ticked():
     explorer = leaks_explorer(leaks=("hook",), steps=40)
     assert explorer.result["leaks"] == ("hook",)
