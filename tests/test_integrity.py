@@ -267,6 +267,25 @@ ATTACKS = {
     "import time\nfresh = time.process_time() < 0.5\n":
         "line 2: reads time.process_time, the CPU time the process has used so far (a fork of "
         "the kernel starts at 0): " + TELL + UNSURE,
+    # Found by issue 45's second red team (tests/redteam_leak_free.py, s8-red).
+    "import gc\ngraded = gc.get_freeze_count() > 0\n":
+        "line 2: reads gc.get_freeze_count, the collector's frozen objects (the grader's fork "
+        "freezes them): " + TELL + UNSURE,
+    "import os\nsmall = os.statvfs('.').f_blocks\n":
+        "line 2: reads os.statvfs, the size of a folder's file system (the sandbox's is a small "
+        "tmpfs): " + TELL + UNSURE,
+    "import shutil\nfree = shutil.disk_usage('.').total\n":
+        "line 2: reads shutil.disk_usage, the size of a folder's file system (the sandbox's is a "
+        "small tmpfs): " + TELL + UNSURE,
+    "import os\nbare = not os.path.isdir('/var/tmp')\n":
+        "line 2: names the path '/var/tmp', which describes the process or the machine (its "
+        "limits, network, process tree, user or home): " + TELL + UNSURE,
+    "import socket\nfamily = socket.AF_INET6\n":
+        "line 2: reads socket.AF_INET6, whether an IPv6 socket can be made (the sandbox refuses "
+        "them): " + TELL + UNSURE,
+    "import sys\ngraded = 'tinyprof.remote' in sys.modules\n":
+        "line 2: names the grader's module 'tinyprof.remote', imported only where a notebook is "
+        "graded: " + TELL + UNSURE,
 }
 
 

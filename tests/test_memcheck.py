@@ -26,7 +26,7 @@ from tinyprof.testing import TamperingDetected
 MB = 2**20
 
 
-def run(steps: int, kept: float, held: float) -> Run:
+def run(steps: int, kept: float = 0.0, held: float = 0.0) -> Run:
     return Run(steps=steps, kept=kept, held=held, readings=50, seconds=0.5)
 
 
@@ -132,3 +132,19 @@ def test_draw_seeds_gives_a_typed_seed_and_a_drawn_one():
     assert all(typed in TYPED_SEEDS and drawn not in TYPED_SEEDS for typed, drawn in pairs)
     printed = sum(typed in PRINTED_SEEDS for typed, _ in pairs) / len(pairs)
     assert 0.4 < printed < 0.65, f"the chapter's seeds in {printed:.0%} of the checks, not half"
+
+
+def test_memory_that_shrinks_with_the_steps_fails_too():
+    # A loop that leaks at step counts the longer run never has (odd ones, below 800) keeps
+    # more after N steps than after 2N: the red team's unless_the_steps_could_be_2n.
+    check = LeakCheck(run(501, kept=7_000_000, held=23_000_000), run(1002, kept=300_000),
+                      "given")
+    assert "more after 501 steps than after 1002" in check.failure()
+    noisy = LeakCheck(run(501, kept=900_000), run(1002, kept=0), "given")
+    assert noisy.failure() is None   # within the slack two leak-free runs differ by
+
+
+def test_memory_that_shrinks_on_the_other_seed_fails():
+    check = LeakCheck(run(400), run(800), "given", other=run(400, kept=9_000_000),
+                      other_long=run(800), seeds=(7, 123456789))
+    assert check.failure().startswith("on seed 123456789, what the loop keeps")

@@ -68,50 +68,14 @@ MISSED: dict[str, str] = {
                                   "holds the notebook and its checkpoints: os.listdir('.') tells "
                                   "them apart, and listing a folder is honest code (not "
                                   "flagged); no sandbox can hold what an author's folder has",
-    # s8-red (issue 45's second red team), measured against s8-red's base 3f2b52e:
-    "tcp_unaccepted_backlog": "Linux charges a TCP socket's memory to a control group only "
-                              "when accept() hands it to a process (inet_csk_accept: "
-                              "mem_cgroup_sk_alloc): the queues of connections left in a "
-                              "listener's backlog are charged nowhere, memory.kmem.tcp included, "
-                              "and the filter allows TCP over IPv4. 200 kB a step sent into "
-                              "them: kept 358 B a step (561 and 1122 steps, 6.8 and 7.0 MB), "
-                              "held 1.2 kB, passed",
-    "netlink_route_error_echo": "routing netlink is allowed (getifaddrs), and the kernel's "
-                                "acknowledgement of a refused request carries the request "
-                                "whole (unless the socket set NETLINK_CAP_ACK): a user's bytes "
-                                "queue in netlink receive queues (8 MB a socket: rmem_max 4 MB, "
-                                "doubled), which no group charges. 200 kB a step: kept −8 B a "
-                                "step (502 and 1004 steps, 6.5 MB both), passed",
-    "unless_gc_is_frozen": "the fork's machinery (forked.py) calls gc.freeze() in the kernel "
-                           "and the child; gc.get_freeze_count() is a name of gc the review "
-                           "allows: kept 1.1 kB a step (496 and 992 steps, 6.0 and 6.5 MB, under "
-                           "1 kB + 1.5 MB / 496), passed, unflagged",
+    # s8-red (issue 45's second red team), measured against s8-red's base 3f2b52e (of its 13
+    # cheats, 3 lost the points at the first try; since then the grader reads the socket queues
+    # no group is charged for, memory that shrinks from N to 2N fails, and the review flags
+    # five more reads of the sandbox: two are left):
     "unless_stdout_is_devnull": "the fork's sys.stdout is open(os.devnull) (forked.py's "
                                 "child), a student's kernel's is ipykernel's stream; reading "
                                 "sys.stdout is not a tell: kept −263 B a step (670 and 1340 "
                                 "steps), passed, unflagged",
-    "unless_the_graders_module_is_loaded": "only a graded kernel has imported tinyprof.remote, "
-                                           "and a membership test of sys.modules is allowed "
-                                           "(the chapter's first cell makes one): kept 871 B a "
-                                           "step (715 and 1430 steps), passed, unflagged",
-    "unless_a_small_disk": "os.statvfs of the working folder shows the sandbox's 64 MB tmpfs "
-                           "(a laptop's or Binder's disk is gigabytes); statvfs is not among "
-                           "the tells: kept −399 B a step (718 and 1436 steps), passed, "
-                           "unflagged",
-    "unless_no_var_tmp": "the sandbox has no /var (it mounts /usr, a few files of /etc, /tmp, "
-                         "the environment); /var/tmp is not among tells.py's machine paths: "
-                         "kept 449 B a step (566 and 1132 steps), passed, unflagged",
-    "unless_ipv6_is_refused": "the socket filter (launcher.py) is itself a tell: AF_INET6 "
-                              "answers EAFNOSUPPORT in the sandbox, while any student's Linux "
-                              "makes an IPv6 socket even offline; making a socket is not among "
-                              "the tells: kept −54 B a step (689 and 1378 steps), passed, "
-                              "unflagged",
-    "unless_the_steps_could_be_2n": "the longer run is always 2N: even and at least twice the "
-                                    "printed steps (800); a loop that leaks at every other step "
-                                    "count leaks in the shorter run only, and nothing fails a "
-                                    "negative growth: kept 16.2 MB and 6.5 MB, −13.4 kB a step; "
-                                    "held 23.0 MB and 14.7 MB, −11.5 kB a step, under the 40 MB "
-                                    "budget (728 and 1456 steps), passed",
     "slack_sized_leak": "the tolerance is 1 kB a step plus 1.5 MB / N (2.5 to 4.8 kB a step at "
                         "N from 400 to 1000), and two runs differ by about 1 MB anyway: 1.1 kB "
                         "a step planted, kept measured at 635 B and 1.1 kB a step, held 1.5 kB "
@@ -185,8 +149,14 @@ def summary(record: dict) -> str:
     return f"verdict {record.get('verdict')}; printed: {printed.strip()[:1500]}"
 
 
+#: Gaps that sit near the tolerance rather than past what the check reads: a run's noise can
+#: catch them now and then, so their xfail is not strict (a fix still shows as XPASS every time).
+NEAR_THE_LINE = frozenset({"slack_sized_leak"})
+
+
 def _marked(names, reasons: dict[str, str]) -> list:
-    return [pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=reasons[name]))
+    return [pytest.param(name, marks=pytest.mark.xfail(strict=name not in NEAR_THE_LINE,
+                                                       reason=reasons[name]))
             if name in reasons else name for name in names]
 
 

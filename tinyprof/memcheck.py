@@ -18,7 +18,10 @@ N and 2N runs of a seed divided by N, and the test fails when either exceeds, on
 ``tolerance`` (1 kB a step: a fixed loop keeps 32 bytes a step, its list of floats; the
 chapter's smallest leak keeps 32 kB) plus what two runs of a leak-free loop differ by anyway,
 over N (:data:`KEPT_SLACK` and :data:`HELD_SLACK`, 1.5 MB each: 3 kB a step at most at the
-chapter's step counts), or when any run's held memory exceeds :data:`BUDGET`. So a loop that
+chapter's step counts), or when any run's held memory exceeds :data:`BUDGET`. Memory that
+shrinks by as much from N to 2N fails too: a loop keeps the same whatever its step count, and
+one that keeps more after N steps leaks at the step counts the longer run never has (2N is even
+and at least twice the printed steps). So a loop that
 leaks only for the seeds its author tries, or only for others (answering the typed seeds from
 a table made in an earlier cell), fails every check. The two seeds are not compared with each
 other: a memo the kernel filled for one seed in an earlier direct call (the visible test's
@@ -198,7 +201,8 @@ class LeakCheck:
             return (f"memory grows {size(fuller.held)} while the loop runs "
                     f"{fuller.steps} steps, above the {size(self.budget)} the loop needs "
                     "(its data, weights, memo and one step's arrays)")
-        return self.seed_failure()
+        return (self.shrink_failure(self.short, self.long, self.seeds[0] if self.seeds else None)
+                or self.seed_failure())
 
 
     def seed_failure(self) -> str | None:
@@ -210,6 +214,9 @@ class LeakCheck:
         if self.other is None or self.other_long is None:
             return None
         short, long, seed = self.other, self.other_long, self.seeds[1]
+        shrunk = self.shrink_failure(short, long, seed)
+        if shrunk:
+            return shrunk
         steps = long.steps - short.steps
         for what, grown, slack in (("keeps after it returns", long.kept - short.kept,
                                     KEPT_SLACK),
@@ -220,6 +227,25 @@ class LeakCheck:
                         f"{size(self.tolerance)} a leak-free loop may keep (on seed "
                         f"{self.seeds[0]} it did not): a fixed loop keeps nothing from step to "
                         "step, whatever its seed")
+        return None
+
+    def shrink_failure(self, short: Run, long: Run, seed: int | None) -> str | None:
+        """Why memory that shrinks from the N-step run to the 2N-step one is not a leak-free
+        loop's (a loop keeps the same whatever its step count; one that keeps more in its
+        shorter run leaks at step counts the longer run never has: at odd ones, or below 800);
+        None when it does not shrink beyond what growth may show."""
+        from .units import format_bytes as size
+
+        steps = long.steps - short.steps
+        on_seed = f"on seed {seed}, " if seed is not None else ""
+        for what, change, slack in (("keeps after it returns", long.kept - short.kept,
+                                     KEPT_SLACK),
+                                    ("holds while it runs", long.held - short.held, HELD_SLACK)):
+            if -change / steps > self.tolerance + slack / short.steps:
+                return (f"{on_seed}what the loop {what} is {size(-change)} more after "
+                        f"{short.steps} steps than after {long.steps}: a loop that keeps "
+                        "nothing from step to step keeps the same whatever its step count, so "
+                        "something is kept at some step counts and not at others")
         return None
 
 

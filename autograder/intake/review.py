@@ -750,6 +750,10 @@ class _Review(ast.NodeVisitor):
         if isinstance(node.value, str) and tells.machine_path(node.value) and \
                 not getattr(node, "_told", False):
             self._machine_path(node, node.value)
+        elif isinstance(node.value, str) and tells.grader_module(node.value):
+            self.flag(node, f"names the grader's module {node.value[:60]!r}, imported only "
+                            "where a notebook is graded: code that can tell the graded run "
+                            "from its author's own and behave otherwise", sure=False)
 
     def visit_BinOp(self, node: ast.BinOp) -> None:
         joined = None if getattr(node, "_told", False) else _joined(node)

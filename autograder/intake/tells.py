@@ -52,10 +52,16 @@ IDENTITY = {
     "thread_time": "the CPU time the thread has used so far (a fork's thread starts at 0)",
     "thread_time_ns": "the CPU time the thread has used so far (a fork's starts at 0)",
     "times": "the CPU time the process has used so far (a fork starts at 0)",
+    "get_freeze_count": "the collector's frozen objects (the grader's fork freezes them)",
+    "statvfs": "the size of a folder's file system (the sandbox's is a small tmpfs)",
+    "fstatvfs": "the size of a file's file system (the sandbox's is a small tmpfs)",
+    "disk_usage": "the size of a folder's file system (the sandbox's is a small tmpfs)",
+    "AF_INET6": "whether an IPv6 socket can be made (the sandbox refuses them)",
 }
 #: Modules on which a name of IDENTITY is read (``platform.node``, not a tree's ``node``).
 IDENTITY_MODULES = frozenset({"os", "posix", "socket", "getpass", "threading", "platform",
-                              "pwd", "resource", "pathlib", "Path", "os.path", "path", "time"})
+                              "pwd", "resource", "pathlib", "Path", "os.path", "path", "time",
+                              "gc", "shutil"})
 #: Names of IDENTITY distinctive enough to flag on any object (``http.client.socket.
 #: gethostname``): the others (``node``, ``cwd``, ``home``) only on IDENTITY_MODULES.
 DISTINCTIVE = frozenset(IDENTITY) - {"node", "cwd", "home", "uname", "getcwd", "times"}
@@ -77,7 +83,10 @@ SETTINGS_VARIABLES = frozenset({"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_
 #: machine's home, a container's marker. ``/proc/self/statm`` is chapter 10's own reading.
 MACHINE_PATH = re.compile(r"^(/proc(/|$)|/sys(/|$)|/etc/(hostname|passwd|group|machine-id|"
                           r"os-release|hosts)$|/home/|/Users/|/root(/|$)|/run/|/\.dockerenv$|"
-                          r"/var/run/|[A-Za-z]:[\\/]Users[\\/])")
+                          r"/var(/|$)|[A-Za-z]:[\\/]Users[\\/])")
+#: The grader's own modules, imported in a graded kernel only: a notebook that names them
+#: (``'tinyprof.remote' in sys.modules``) asks whether it is graded.
+GRADER_MODULES = re.compile(r"^(tinyprof\.(remote|testing\.forked)|autograder)(\.|$)")
 ALLOWED_PATHS = frozenset({"/proc/self/statm"})
 
 
@@ -99,12 +108,17 @@ def machine_path(text: str) -> bool:
     return text not in ALLOWED_PATHS and bool(MACHINE_PATH.match(text.strip()))
 
 
+def grader_module(text: str) -> bool:
+    """Whether ``text`` names one of the grader's modules (GRADER_MODULES)."""
+    return bool(GRADER_MODULES.match(text.strip()))
+
+
 def unsettled_variable(key: str | None) -> bool:
     """Whether reading the environment variable ``key`` (None: computed, or the whole
     environment) reads something of the machine's rather than a chapter's setting."""
     return key not in SETTINGS_VARIABLES
 
 
-__all__ = ["ALLOWED_PATHS", "DISTINCTIVE", "IDENTITY", "IDENTITY_MODULES", "MACHINE_PATH",
-           "SETTINGS_VARIABLES", "STACK_READERS", "identity_read", "machine_path", "stack_read",
-           "unsettled_variable"]
+__all__ = ["ALLOWED_PATHS", "DISTINCTIVE", "GRADER_MODULES", "IDENTITY", "IDENTITY_MODULES",
+           "MACHINE_PATH", "SETTINGS_VARIABLES", "STACK_READERS", "grader_module",
+           "identity_read", "machine_path", "stack_read", "unsettled_variable"]

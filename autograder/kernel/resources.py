@@ -149,6 +149,7 @@ class KernelGroup:
 
     def __init__(self, found: Backend, memory_mb: int, processes: int):
         self.backend = found
+        self._netns_pid: int | None = None
         self.name = f"{PREFIX}{os.getpid()}-{next(_numbers)}"
         self.folders = [parent / self.name for parent in found.parents]
         for folder in self.folders:
@@ -199,11 +200,23 @@ class KernelGroup:
     def memory_bytes(self) -> int | None:
         """The group's memory use now: resident memory, page cache, shared memory (tmpfs files)
         and socket buffers of all its processes (v2 ``memory.current``; v1
-        ``memory.usage_in_bytes`` plus the TCP buffers, ``memory.kmem.tcp.usage_in_bytes``)."""
+        ``memory.usage_in_bytes`` plus the TCP buffers, ``memory.kmem.tcp.usage_in_bytes``),
+        and the bytes queued where no group is charged (:meth:`queued_socket_bytes`)."""
         found = self._first_number(("memory.current", "memory.usage_in_bytes"))
-        if found is None or self.backend.version == 2:
+        if found is None:
             return found
-        return found + (self._first_number(("memory.kmem.tcp.usage_in_bytes",)) or 0)
+        if self.backend.version == 1:
+            found += self._first_number(("memory.kmem.tcp.usage_in_bytes",)) or 0
+        return found + self.queued_socket_bytes()
+
+    def queued_socket_bytes(self) -> int:
+        """Bytes queued in the group's network namespace on sockets no group is charged for
+        (:func:`uncharged_socket_bytes`), read through one of its processes in that namespace;
+        0 when none of them has a namespace of its own."""
+        pid = self._netns_pid
+        if pid is None or not running(pid) or not _own_netns(pid):
+            pid = self._netns_pid = next((p for p in self.pids() if _own_netns(p)), None)
+        return uncharged_socket_bytes(pid) if pid is not None else 0
 
     def _first_number(self, names: tuple[str, ...]) -> int | None:
         for folder in self.folders:
@@ -327,6 +340,36 @@ def tree_rss_bytes(root_pid: int) -> int:
         total += int(statm[1]) * page if len(statm) > 1 else 0
         todo += children.get(pid, [])
     return total
+
+
+def uncharged_socket_bytes(pid: int) -> int:
+    """Bytes queued on the sockets of ``pid``'s network namespace that Linux charges to no
+    control group: TCP connections not yet accepted (a socket joins its group at ``accept``;
+    ``/proc/net/tcp`` lists them with inode 0, their queues in bytes) and netlink sockets'
+    receive and send memory (``/proc/net/netlink``'s Rmem and Wmem; the sandbox allows routing
+    netlink, whose error replies carry the whole request back). Without this, a kernel could
+    keep what it likes in a backlog it never accepts (the red team's tcp_unaccepted_backlog)
+    or in netlink error replies it never reads (netlink_route_error_echo)."""
+    total = 0
+    for name in ("tcp", "tcp6"):
+        for line in _read(Path(f"/proc/{pid}/net/{name}")).splitlines()[1:]:
+            fields = line.split()
+            if len(fields) > 9 and fields[3] != "0A" and fields[9] == "0":   # 0A: listening
+                tx, _, rx = fields[4].partition(":")
+                total += int(tx, 16) + int(rx, 16)
+    for line in _read(Path(f"/proc/{pid}/net/netlink")).splitlines()[1:]:
+        fields = line.split()
+        if len(fields) > 5:
+            total += int(fields[4]) + int(fields[5])
+    return total
+
+
+def _own_netns(pid: int) -> bool:
+    """Whether process ``pid`` has a network namespace other than this process's."""
+    try:
+        return os.readlink(f"/proc/{pid}/ns/net") != os.readlink("/proc/self/ns/net")
+    except OSError:
+        return False
 
 
 def _read(path: Path | None) -> str:

@@ -156,8 +156,9 @@ class SandboxedKernelManager(AsyncKernelManager):
     def memory_method(self) -> str:
         """How :meth:`memory_bytes` reads: a sentence for the grader's messages."""
         if self._group is not None and self._group.memory_bytes() is not None:
-            return ("the memory of the kernel's control group (all its processes and the files "
-                    "of its scratch folder, /tmp and /dev/shm), read by the grader")
+            return ("the memory of the kernel's control group (all its processes, the files "
+                    "of its scratch folder, /tmp and /dev/shm, and its socket queues), read by "
+                    "the grader")
         return ("the resident memory of the kernel's processes, read by the grader from /proc "
                 "(no control groups here: files in its scratch folder, /tmp and /dev/shm are "
                 "not counted)")

@@ -30,7 +30,8 @@ the test prints). Here the grade rests on what the loop keeps, as a function of 
 - **The grader decides.** Kept and held per step are the differences between the 2N and N
   runs over N, on each seed; each must stay under the tolerance (1 kB a step, the chapter's)
   plus the slack two leak-free runs differ by over N (1.5 MB each), and held under
-  ``tinyprof.memcheck.BUDGET``. A first fork that runs no step comes before the four, so that
+  ``tinyprof.memcheck.BUDGET``; neither may shrink by as much either (a loop that keeps more
+  after N steps than after 2N leaks at step counts the longer run never has: odd ones). A first fork that runs no step comes before the four, so that
   what forking allocates in the kernel the first time is in neither. The losses the kernel
   hands back are checked at every step against a clean loop run here on the same seed, drawn
   at random at every grading.
