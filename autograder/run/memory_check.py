@@ -31,21 +31,24 @@ the test prints). Here the grade rests on what the loop keeps, as a function of 
   runs over N, on each seed; each must stay under the tolerance (1 kB a step, the chapter's)
   plus the slack two leak-free runs differ by over N (1.5 MB each), and held under
   ``tinyprof.memcheck.BUDGET``; neither may shrink by as much either (a loop that keeps more
-  after N steps than after 2N leaks at step counts the longer run never has: odd ones). A first fork that runs no step comes before the four, so that
+  after N steps than after 2N leaks at step counts the longer run never has: odd ones). A
+  first fork that runs no step comes before the four, so that
   what forking allocates in the kernel the first time is in neither. The losses the kernel
   hands back are checked at every step against a clean loop run here on the same seed, drawn
   at random at every grading.
 
 What the grader observes: the group's memory before each run, at random times during it, and
-after the loop returned and the child settled; the losses. What it cannot: which pages hold
-what (a leak paid for by a ballast the loop allocates itself at the start of each run, freed as
-the leak grows, looks flat until the ballast outgrows the budget: about 21 MB / 2N, 9 to 18 kB
-a step at the chapter's step counts, can hide that way); work done outside the kernel's group;
-and a loop that asks whether it is being tested and behaves only then. Bytes the loop leaves
-unread in the kernel's own buffers are in the reading: Unix sockets and pipes are charged to the
-group, TCP buffers are added from the group's own counter (cgroup v1, resources.py), and the
-socket kinds a kernel does not need (UDP, IPv6, netlink's user protocol, whose queues no group
-charges: benchmarks/bench_socket_memory.py) are refused in the sandbox (launcher.py); were a
+after the loop returned and the child settled; the losses. What it cannot: which pages hold what
+(a leak paid for by a ballast the loop allocates itself at the start of each run, freed as the
+leak grows, looks flat until the ballast outgrows the budget: about 21 MB / 2N, 9 to 18 kB a
+step at the chapter's step counts, can hide that way); work done outside the kernel's group; and
+a loop that asks whether it is being tested and behaves only then. Bytes the loop leaves unread
+in the kernel's own buffers are in the reading: Unix sockets and pipes are charged to the group,
+TCP buffers are added from the group's own counter (cgroup v1, resources.py), and the socket
+kinds a kernel does not need (UDP, IPv6, netlink's user protocol, whose queues no group charges:
+benchmarks/bench_socket_memory.py) are refused in the sandbox (launcher.py), and the bytes
+queued where no group is charged (connections never accepted, routing netlink's replies) are
+read from the sandbox's network namespace (resources.py ``uncharged_socket_bytes``); were a
 Linux to stop charging one of the others, tests/test_grading_limits.py would fail, not this
 check. The sandbox hides what it can of a graded run (the machine's host name, an account for
 the kernel's user, the environment variables a kernel needs only, no rlimits of memory and
