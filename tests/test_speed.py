@@ -266,7 +266,11 @@ def test_the_measurement_expect_faster_made_is_handed_out_as_it_is(capsys):
                              at_least=1.0)
     assert speed_measured(gelu_by_multiplying, pipeline.gelu_slow,
                           pipeline.make_activations) is measured
-    assert speed_measured(students_gelu, pipeline.gelu_slow, pipeline.make_activations) is None
+    def same_code_another_function(h):   # the key is the function itself, not its code
+        return gelu_by_multiplying(h)
+
+    assert speed_measured(same_code_another_function, pipeline.gelu_slow,
+                          pipeline.make_activations) is None
     result = measured.as_ab_result("gelu_by_multiplying")
     assert result.ci == measured.ci and result.speedup == pytest.approx(measured.speedup)
     assert (result.blocks, result.fresh_inputs, result.clock) == ("speed test", True, "cpu")
