@@ -65,6 +65,7 @@ print("PROBE" + _json.dumps({
     "clocks": {"wall": step_ab["wall"].speedup, "cpu": step_ab["cpu"].speedup,
                "cpu_ci": step_ab["cpu"].ci, "speed": step_speed.speedup, "speed_ci": step_speed.ci,
                "sequential": step_sequential.speedup, "slow_stretch": slow_stretch,
+               "alone_slow": alone_slow, "alone_fast": alone_fast,
                "fast_stretch": fast_stretch, "ab_cpu": _dump(step_ab["cpu"]),
                "speed_way": _dump(step_speed)},
     "step_runs": {name: list(run) for name, run in step_runs.items()},
@@ -235,6 +236,14 @@ def test_the_clock_passage_prints_what_its_measurements_show(run):
     sequential = (f"All of A before all of B gave {clocks['sequential']:.1f}×, "
                   f"{clocks['sequential'] / clocks['wall']:.2f}× the interleaved wall-clock")
     assert sequential in line, line
+    # Which side moved back to back is read from the two sides' times, not asserted (issue 46).
+    assert (f"the slow step took {clocks['alone_slow']:.2f}× its interleaved time and the fast "
+            f"step {clocks['alone_fast']:.2f}×") in line, line
+    moved = [name for name in ("slow", "fast") if abs(clocks[f"alone_{name}"] - 1) > 0.03]
+    assert ("neither moved by more than 3 %" in line) == (not moved), line
+    if moved:
+        assert f"the {' and the '.join(moved)} step" in line, (moved, line)
+    assert "is charged to that side alone" not in line
 
 
 def test_the_summary_headline_is_the_median_of_the_chapters_three_step_measurements(run):
