@@ -214,7 +214,7 @@ class KernelGroup:
         (:func:`uncharged_socket_bytes`), read through one of its processes in that namespace;
         0 when none of them has a namespace of its own."""
         pid = self._netns_pid
-        if pid is None or not running(pid) or not _own_netns(pid):
+        if pid is None or not _own_netns(pid):   # also False once the process is gone
             pid = self._netns_pid = next((p for p in self.pids() if _own_netns(p)), None)
         return uncharged_socket_bytes(pid) if pid is not None else 0
 
@@ -365,11 +365,17 @@ def uncharged_socket_bytes(pid: int) -> int:
 
 
 def _own_netns(pid: int) -> bool:
-    """Whether process ``pid`` has a network namespace other than this process's."""
+    """Whether process ``pid`` has a network namespace other than this process's (False when
+    it has ended: an ended process's namespace link cannot be read)."""
     try:
-        return os.readlink(f"/proc/{pid}/ns/net") != os.readlink("/proc/self/ns/net")
+        return os.readlink(f"/proc/{pid}/ns/net") != _this_netns()
     except OSError:
         return False
+
+
+@lru_cache(maxsize=1)
+def _this_netns() -> str:
+    return os.readlink("/proc/self/ns/net")
 
 
 def _read(path: Path | None) -> str:
