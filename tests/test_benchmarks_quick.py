@@ -30,6 +30,8 @@ PRINTS = {
     "bench_dask.py": [rf"Dask, 2 workers \(tcp\) +{NUMBER} s .* overhead +{NUMBER} %",
                       r"grades\.csv the same every way \(but for its worker column\): True"],
     "bench_execution_stall.py": [rf"01_parameters +1 +{NUMBER} +{NUMBER} +{NUMBER}× +0 +ok"],
+    "bench_fast_step_tiers.py": [rf"every fix \(red team's float32\) +speedups {NUMBER}–{NUMBER}×, "
+                                 rf"lowest lower end {NUMBER}×"],
     "bench_flops_shape_only.py": [rf"float32 weights / peak\(build\+count\) = {NUMBER}×"],
     "bench_grading.py": [rf"kernel-life ratio, sandboxed / bare: {NUMBER}×",
                          rf"kernel in the sandbox {NUMBER} s: {NUMBER}× bare"],

@@ -37,7 +37,10 @@ A request (a tuple) is one of
   one after the other, the outputs kept here (the answer is their handle) and the inputs let
   go: the block of calls whose CPU time the grader reads from outside
   (``tinyprof.testing.expect_faster``); never under the profile hook, except a warm-up block
-  the grader asks for with a fourth element ``True`` (its time is not used);
+  the grader asks for with a fourth element ``True`` (its time is not used). It holds the
+  memory allocator (``tinyprof.timing.allocator``: what a block frees stays for the next), as
+  the speed test does in a kernel, until the ``unswitch`` that ends the test settles it
+  (``make`` alone does not: the leak check makes its inputs with it);
 - ``("pick", n, fractions, seed, sketches)``: the outputs of object n (a ``time`` answer),
   each plain numpy array (exact type ``np.ndarray``, a numeric dtype) replaced by
   ``("sampled", "numpy.ndarray", shape, values, sketch, l1, l2)``: its elements at the flat
@@ -81,6 +84,7 @@ COMM_TARGET = wire.COMM_TARGET
 _objects: list[Any] = []        # objects handed to the grader, by number
 _switch: list[Any] = []         # the reference_unavailable() block now open, if any
 _answered: dict[str, str] = {}  # the last comm answer, by the message id of its request
+_allocator_held: list[bool] = []  # whether a speed test held the memory allocator (and could)
 
 
 class _Missing(Exception):
@@ -168,6 +172,7 @@ def _carry_out(request: tuple, namespace: dict) -> dict:
     if kind == wire.TIME:
         target, number = request[1], request[2]
         calls, _objects[number] = _objects[number], None
+        _hold_allocator()
         with _watched(request[3:] == (True,)):   # a warm-up block: checked like a "call"
             outputs = [target(*args) for args in calls]
         return {"value": wire.held(outputs, _keep)}
@@ -187,8 +192,28 @@ def _carry_out(request: tuple, namespace: dict) -> dict:
         return {"value": None}
     if kind == wire.UNSWITCH:
         _close_switches()
+        _settle_allocator()
         return {"value": None}
     raise ValueError(f"unknown request {kind!r}")
+
+
+def _hold_allocator() -> None:
+    """Hold the memory allocator for a speed test's blocks (``tinyprof.timing.allocator``):
+    what a block frees stays for the next, whatever the notebook ran before. Again before every
+    block, in case the student's code changed it."""
+    from .timing import allocator
+
+    _allocator_held[:] = [_unswitched(allocator.hold_freed_memory)()]
+
+
+def _settle_allocator() -> None:
+    """Settle the allocator once a switch block that held it ends (the speed test's), so that
+    the notebook's later cells do not keep every byte they free."""
+    if _allocator_held:
+        from .timing import allocator
+
+        _allocator_held.clear()
+        _unswitched(allocator.settle)()
 
 
 def _watched(wanted: bool) -> Any:

@@ -12,6 +12,10 @@ patched clock, a slowed-down baseline, work done while the other side is timed).
   random at every grading; each kernel makes the same inputs from them (no megabytes cross the
   wire, and a student's kernel that makes them wrongly gets wrong outputs); a remembered
   output is a wrong output.
+- **The memory allocator held** in both kernels (``tinyprof.timing.allocator``, from the
+  first ``time`` request of :mod:`tinyprof.remote`; the student's kernel settles it when the
+  test's switch closes): a block's outputs are kept until checked, and whether the
+  next block's land on fresh pages must not depend on what the notebook freed before.
 - **CPU time, read from outside.** Each round times a block of ``calls`` calls on each side, in
   a random order, by the CPU time of each kernel's control group, read by the grader (all the
   kernel's processes and threads). Without control groups it is each kernel's process tree,
@@ -53,7 +57,7 @@ patched clock, a slowed-down baseline, work done while the other side is timed).
   median(candidate) over the rounds, against the test's tier.
 
 One measurement per (candidate, baseline, make_inputs) and notebook run: the tier cells of a
-chapter (2×, 4×, 8×) share it. benchmarks/bench_speed_grading.py measures how far the
+chapter (2×, 4×, 6×) share it. benchmarks/bench_speed_grading.py measures how far the
 grader's speedup lies from the same measurement made inside a kernel, and from ``tp.ab_test``.
 """
 

@@ -10,6 +10,8 @@
 - :mod:`.blocks`: how the speed tests make a block of calls (calls from the baseline, every
   output kept, fresh inputs, page faults counted), the one rule ``measure_speedup``, the grader
   and ``ab_test(blocks="speed test")`` share;
+- :mod:`.allocator`: the memory allocator held steady while a speed test runs (glibc), so
+  that its grade does not depend on what the process freed before;
 - :mod:`.agreement`: whether two measurements of the same two functions agree, and when not,
   which side's time moved and why (loaded when used);
 - :mod:`.scaling`: throughput and latency across batch sizes (loaded when used);
