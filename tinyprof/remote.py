@@ -24,7 +24,8 @@ A request (a tuple) is one of
   names of arguments (lists, dicts, arrays) whose state after the call the grader wants back,
   so a test can check that the caller's data was left alone;
 - ``("switch", extra[, keep])`` / ``("unswitch",)``: enter / leave
-  ``reference_unavailable(*extra)`` around the calls in between, exactly as the test's ``with``
+  ``reference_unavailable(*extra)`` (``unswitch`` also settles an allocator a ``time`` held)
+  around the calls in between, exactly as the test's ``with``
   block does in a notebook (``keep``: packages left on, a pipeline test's chapter tools); while
   it is open, each ``call`` runs under its profile hook (``tinyprof.testing.switch.Watch``), which
   refuses any run of a switched-off implementation however it was reached, and which a
@@ -39,8 +40,9 @@ A request (a tuple) is one of
   (``tinyprof.testing.expect_faster``); never under the profile hook, except a warm-up block
   the grader asks for with a fourth element ``True`` (its time is not used). It holds the
   memory allocator (``tinyprof.timing.allocator``: what a block frees stays for the next), as
-  the speed test does in a kernel, until the ``unswitch`` that ends the test settles it
-  (``make`` alone does not: the leak check makes its inputs with it);
+  the speed test does in a kernel, until the ``unswitch`` that ends the test settles it (in
+  the student's kernel; the clean kernel gets no switch and stays held; ``make`` alone does
+  not hold it: the leak check makes its inputs with it);
 - ``("pick", n, fractions, seed, sketches)``: the outputs of object n (a ``time`` answer),
   each plain numpy array (exact type ``np.ndarray``, a numeric dtype) replaced by
   ``("sampled", "numpy.ndarray", shape, values, sketch, l1, l2)``: its elements at the flat

@@ -4,19 +4,21 @@ A speed test keeps every output of a block until it is checked, then lets them a
 glibc's ``malloc`` (Linux, Colab), what happens next depends on what the process freed before:
 large arrays come from ``mmap`` until one of that size has been freed, and freed memory above
 the *trim threshold* goes back to the operating system. Both thresholds grow with the largest
-array freed so far, so the same function's next block lands on fresh pages (a minor page fault
-per 4 KiB, about 2.4 µs here) or on memory the process kept, depending on the cells that ran
-before it. Graded in one kernel after other functions, chapter 08's float32 ``fast_step`` of
-the red team measured 8.4×, 10.7× and 16.2× against the same slow step (issue 46): its grade
-was its history.
+mapped array freed so far (up to 32 MiB and 64 MiB), so the same function's next block lands on
+fresh pages (a minor page fault per 4 KiB, about 2.4 µs here) or on memory the process kept,
+depending on the cells that ran before it. Graded in one kernel after other functions, chapter
+08's float32 ``fast_step`` of the red team measured 8.4×, 10.7× and 16.2× against the same slow
+step (issue 46): its grade was its history.
 
-While :func:`freed_memory_held` is open (and after :func:`hold_freed_memory`), the thresholds
-are fixed where glibc's own policy ends up in a process that has freed a large array: arrays
-up to 32 MiB come from the heap, and freed memory stays with the process (up to 1 GiB), so
+While :func:`freed_memory_held` is open (and after :func:`hold_freed_memory`), the mmap
+threshold is fixed where glibc's own policy ends up in a process that has freed a large array
+(32 MiB: arrays up to that size come from the heap), and the trim threshold well above where
+that policy would put it (1 GiB against 64 MiB), so that freed memory stays with the process and
 every block after the first reuses what the last one freed, on both sides of a speed test.
-:func:`settle` then fixes them at the same 32 MiB with a trim threshold of 64 MiB (glibc's
-dynamic value for that size) and hands back what is free above it. Neither can restore glibc's
-*dynamic* policy (no call can): the process keeps the settled thresholds.
+:func:`settle` then fixes the trim threshold at glibc's own 64 MiB and has ``malloc_trim`` hand
+back the free pages (all but 64 MiB at the top of the heap). Neither can restore glibc's
+*dynamic* policy (no call can): the process keeps the settled thresholds. Arrays above 32 MiB
+are mapped afresh whatever is set.
 
 Elsewhere (macOS, Windows, musl) these do nothing and report False.
 """
@@ -71,8 +73,9 @@ def hold_freed_memory() -> bool:
 
 
 def settle() -> bool:
-    """Fix the thresholds where glibc's dynamic policy would have them and hand back what is
-    free above the trim threshold; whether it could (glibc only)."""
+    """Fix the thresholds where glibc's dynamic policy would have them (32 MiB, 64 MiB) and hand
+    back the free pages (all but 64 MiB at the top of the heap); whether it could (glibc
+    only)."""
     done = _set(SETTLED_TRIM)
     if done:
         _glibc().malloc_trim(SETTLED_TRIM)

@@ -1,22 +1,23 @@
 """How the speed tests time a block of calls: the one rule every measurement of theirs shares.
 
 A speedup is a ratio of per-call times, each read over a *block* of calls, and how a block is
-made moves the ratio (issue 46). Chapter 08's graded speed test measured ``load_batch`` against
-``load_per_sample`` at 5.1× while ``tp.ab_test`` gave 6.8×: the test's blocks of 28 calls kept
-28 outputs of 512 KiB, and once they outgrew what the memory allocator had kept from the last
-block, every call's output landed on fresh pages, a minor page fault per 4 KiB page (about 120
-a call, on both sides); the A/B's short blocks dropped each output before the next call, which
-got the same memory back and touched no fresh page. The same cost a call on both sides weighs
-far more on the faster one. ``benchmarks/bench_block_policy.py`` measures it against the calls
-per block: on the course's 2-core machine, 28 calls a block with every output kept cost the fast
-loader 124 faults and 293 µs a call (2.4 µs a fault), 4.6× against 6.9× with each output
-dropped, while fresh or reused inputs changed neither side by more than 1 %; with glibc's malloc
-told to keep what is freed the kept blocks gave 6.4× (12 faults a call), and with every large
-block mapped afresh both ways fell to 2.0×. Whether kept outputs touch fresh pages depended on
-the allocator's state, so on what the process ran before: graded in one kernel after other
-functions, the same float32 ``fast_step`` measured 8.4× to 16.2×. The speed test now holds the
-allocator (:mod:`.allocator`), so that only its first block touches fresh pages, and counts
-the faults all the same.
+made moves the ratio (issue 46). Before the speed test held the allocator, chapter 08's graded
+speed test measured ``load_batch`` against ``load_per_sample`` at 5.1× while ``tp.ab_test``
+gave 6.8×: the test's blocks of 28 calls kept 28 outputs of 512 KiB, and once they outgrew what
+the memory allocator had kept from the last block, every call's output landed on fresh pages, a
+minor page fault per 4 KiB page (about 120 a call, on both sides); the A/B's short blocks
+dropped each output before the next call, which got the same memory back and touched no fresh
+page. The same cost a call on both sides weighs far more on the faster one.
+``benchmarks/bench_block_policy.py`` measures it against the calls per block: on the course's
+2-core machine, 28 calls a block with every output kept cost the fast loader 124 faults and 293
+µs a call (2.4 µs a fault), 4.6× against 6.9× with each output dropped, while fresh or reused
+inputs changed neither side by more than 1 %; with glibc's malloc told to keep what is freed
+the kept blocks gave 6.4× (12 faults a call), and with every large block mapped afresh both
+ways fell to 2.0×. Whether kept outputs touch fresh pages depended on the allocator's state, so
+on what the process ran before: graded in one kernel after other functions, the same float32
+``fast_step`` measured 8.4× to 16.2×. The speed test now holds the allocator
+(:mod:`.allocator`), so that only its first block touches fresh pages, and counts the faults
+all the same.
 
 The speed test's way, used by :func:`tinyprof.timing.speed.measure_speedup` (so by
 ``expect_faster`` in a kernel), by the grader (``autograder/run/speed.py`` imports
