@@ -65,7 +65,7 @@ def current_judge() -> Any:
 
 
 #: Speed measurements made in this kernel (no grader), so that a chapter's tier cells (2×, 4×,
-#: 8×) share one: measurement key → (the objects measured, kept alive, and the result).
+#: 6×) share one: measurement key → (the objects measured, kept alive, and the result).
 _SPEED: dict[tuple, tuple[tuple, Any]] = {}
 
 
@@ -128,8 +128,9 @@ def speed_measured(candidate: Callable, baseline: Callable, make_inputs: Callabl
     """The :class:`~tinyprof.timing.speed.Speedup` that :func:`expect_faster` measured in this
     kernel for these three functions (the same objects, the candidate's code unchanged) and
     settings, or None when it measured none (it has not run on them, or a grader measured
-    them from outside). Chapter 08 prints it beside an A/B of the same two functions: the
-    graded number itself, not another measurement of it."""
+    them from outside). Chapter 08 prints it beside an A/B of the same two functions: the number
+    the speed test cells printed in this kernel, not another measurement of it (under a grader
+    the grade comes from the grader's own)."""
     found = _SPEED.get(_speed_key(candidate, baseline, make_inputs, rounds, rtol, atol))
     return None if found is None else found[1]
 

@@ -115,11 +115,11 @@ class Agreement:
                     "they outgrow what the memory allocator keeps each lands on fresh pages; "
                     "the same cost a call weighs most on the faster function.")
         if cause == MACHINE:
-            return (f"{names[0]}'s time moved more than {names[1]}'s: the machine changed "
-                    "between the two measurements.")
+            return (f"{names[0]}'s time moved more than {names[1]}'s: most likely the machine "
+                    "changed between the two measurements, which were taken at different times.")
         return (f"{names[1]}'s time moved more than {names[0]}'s, without more page faults: "
                 "what else differs is how each was fed (one input reused stays in the caches; "
-                "fresh inputs need not) and how long its blocks were.")
+                "fresh inputs need not), how long its blocks were, and when each was measured.")
 
 
 __all__ = ["AGREE", "Agreement", "FAULT_GAP", "FEEDING", "MACHINE", "PAGE_FAULTS"]

@@ -1,4 +1,4 @@
-"""The memory allocator held steady while a speed test runs, so that its grade has no history.
+"""The memory allocator held while a speed test runs: its page faults without the process's past.
 
 A speed test keeps every output of a block until it is checked, then lets them all go. With
 glibc's ``malloc`` (Linux, Colab), what happens next depends on what the process freed before:
