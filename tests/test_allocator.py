@@ -3,7 +3,7 @@
 Each case runs in a fresh Python process: ``mallopt`` cannot be undone, and the point is what
 a process's history does to the next block's page faults. A block keeps 24 outputs of 1 MiB,
 as the speed test keeps a block's outputs until they are checked; the faults are counted by
-``getrusage`` (minor faults: first touches of fresh pages)."""
+``blocks.minor_faults`` (first touches of fresh pages)."""
 
 from __future__ import annotations
 
@@ -18,17 +18,15 @@ pytestmark = pytest.mark.skipif(platform.libc_ver()[0] != "glibc",
                                 reason="the allocator is held through glibc's mallopt")
 
 BLOCKS = """
-import json, resource, sys
+import json, sys
 import numpy as np
 from tinyprof.timing import allocator
-
-def faults():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+from tinyprof.timing.blocks import minor_faults
 
 def block(calls=24):
-    before = faults()
+    before = minor_faults()
     kept = [np.ones(2**17) for _ in range(calls)]      # 1 MiB each, kept as the speed test does
-    counted = faults() - before
+    counted = minor_faults() - before
     del kept
     return counted / calls
 
@@ -70,16 +68,17 @@ def test_without_the_hold_the_faults_depend_on_history():
 
 
 REQUESTS = """
-import json, resource
+import json
 import numpy as np
 from tinyprof import remote, wire
+from tinyprof.timing.blocks import minor_faults
 
 def faults_a_call(calls=24):
     kept = [np.ones(2**19) for _ in range(calls)]           # 4 MiB each: 96 MiB a block
     del kept
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    before = minor_faults()
     kept = [np.ones(2**19) for _ in range(calls)]
-    counted = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+    counted = minor_faults() - before
     del kept
     return counted / calls
 

@@ -26,6 +26,7 @@ Elsewhere (macOS, Windows, musl) these do nothing and report False.
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Iterator
 
 MiB = 2**20
@@ -38,24 +39,19 @@ HELD_TRIM = 1024 * MiB
 #: The trim threshold glibc's dynamic policy sets beside a 32 MiB mmap threshold (twice it).
 SETTLED_TRIM = 2 * MMAP_THRESHOLD
 
-_libc = []
-
-
+@functools.cache
 def _glibc():
     """glibc's C library, or None where this is not glibc."""
-    if not _libc:
-        import ctypes
-        import ctypes.util
-        import platform
+    import ctypes
+    import ctypes.util
+    import platform
 
-        found = None
-        if platform.libc_ver()[0] == "glibc":
-            try:
-                found = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-            except OSError:
-                found = None
-        _libc.append(found)
-    return _libc[0]
+    if platform.libc_ver()[0] != "glibc":
+        return None
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    except OSError:
+        return None
 
 
 def _set(trim: int) -> bool:

@@ -154,6 +154,7 @@ class SpeedRounds:
     candidate_faults: float | None
 
 
+@freed_memory_held()
 def speed_test_rounds(baseline: Callable, candidate: Callable,
                       make_inputs: Callable[[int], Any], *, rounds: int,
                       calls: int | None = None, seed: int = 0,
@@ -166,13 +167,6 @@ def speed_test_rounds(baseline: Callable, candidate: Callable,
     of one block of each side (random order, ``seed``) on ``calls`` fresh inputs, the memory
     allocator held (:func:`~tinyprof.timing.allocator.freed_memory_held`) throughout.
     ``check(candidate_outputs, baseline_outputs, calls_before)`` sees every pair of blocks."""
-    with freed_memory_held():
-        return _speed_test_rounds(baseline, candidate, make_inputs, rounds, calls, seed, clock,
-                                  check, kwargs, warmup)
-
-
-def _speed_test_rounds(baseline, candidate, make_inputs, rounds, calls, seed, clock, check,
-                       kwargs, warmup) -> SpeedRounds:
     seeds = iter(range(seed * 1_000_003 + 1, 2**62))
     for _ in range(warmup):
         inputs = fresh_inputs(make_inputs, seeds, 1)
