@@ -31,7 +31,7 @@ from traitlets.config import Config
 from autograder.run.execute import GraderExecute
 from autograder.run.pipeline_check import ServedPipeline
 from tinyprof.loading import Batch
-from tinyprof.pipecheck import PipelineTask, expected_values
+from tinyprof.pipecheck import OTHER_IDLE_STEPS, START_UP_SECONDS, PipelineTask, expected_values
 
 pytestmark = pytest.mark.skipif(
     not Path("/usr/bin/bwrap").exists() and os.environ.get("CI") != "true",
@@ -439,6 +439,29 @@ def test_the_graders_device_holds_the_served_batches_in_order_with_weights_of_it
     finally:
         other.close()
 
+
+
+@pytest.mark.parametrize("pause", [0.05, 0.6])
+def test_idle_before_the_first_step_is_charged_beyond_its_start_up(pause, tmp_path):
+    """Idle time that is no storage wait is free before the first step only up to the start-up
+    allowance (worker processes import their decoder after their first read): a loop that reads
+    every batch, then pauses, is charged for the pause beyond it."""
+    task, server = served(tmp_path)
+    try:
+        batches = list(task.batches(batched_reads=True))
+        time.sleep(pause)
+        for batch in batches:
+            task.step(batch)
+    finally:
+        server.close()
+    check = server.check()
+    other = check.charged_idle_seconds - check.storage_wait_seconds
+    free = START_UP_SECONDS + OTHER_IDLE_STEPS * task.kernel_seconds
+    if pause < free:
+        assert other == pytest.approx(0.0, abs=0.01), check.describe()
+    else:
+        assert other >= pause - free, check.describe()
+        assert check.utilization < 0.5, check.describe()
 
 def refused(tmp_path, misuse) -> str:
     """The grader's sentence after ``misuse(task, batches)`` met its device."""

@@ -10,7 +10,10 @@ would otherwise decide its neighbour's grade), and so does each honest fix.
 
 Against s6-device c836fb2 and 6f7fd24 (two steps of other idle allowed): 11 of the 13 cheats lose
 the points; the two in ``GAPS`` keep them (idle time the grader does not charge, spent); the
-solution and the 6 honest fixes keep theirs (about 3 minutes).
+solution and the 6 honest fixes keep theirs (about 3 minutes). Since then the idle time before
+the first step is charged beyond a start-up allowance (``START_UP_SECONDS``, 250 ms), and the
+2 s pause before it loses the points: 12 of 13; the one left in ``GAPS`` is host work inside
+the allowance before each step.
 
 :func:`grade_answers` is shared with tests/test_redteam_prefetcher.py.
 """
@@ -134,17 +137,15 @@ BROKEN = frozenset({"SyntaxError", "IndentationError", "NameError", "ImportError
                     "ModuleNotFoundError", "UnboundLocalError"})
 #: Cheats the rebuilt check does not stop: name → what it misses (s6-device c836fb2, 6f7fd24).
 GAPS: dict[str, str] = {
-    "long_pause_before_the_first_step":
-        "the device's idle time before its first step is charged only while a read is in "
-        "flight (start-up), whatever the loop does then: every batch read in one request each "
-        "and decoded, then 2 s of sleep, then the steps; graded 98 % busy (24 ms of storage "
-        "waits charged) for a device busy 960 ms of a 3452 ms run (28 %)",
     "host_work_hidden_in_the_idle_allowance":
         "the device's idle time while no read is in flight is free up to OTHER_IDLE_STEPS "
         "steps' time before each step (1 × 40 ms at c836fb2, 2 × 40 ms since 6f7fd24), "
         "whatever the loop does with it: a serial "
         "loop with batched reads and 15 ms of host work a step was graded 95 % busy for a "
-        "device busy 960 ms of a 1840 ms run (52 %; 20 ms: 96 % for 54 %)",
+        "device busy 960 ms of a 1840 ms run (52 %; 20 ms: 96 % for 54 %). Honest serial "
+        "loops with batched reads idle 4-13 ms before a step decoding (quiet, beside 4 and 10 "
+        "CPU hogs), and the 80 % floor alone leaves 10 ms a step: only a measure of the "
+        "kernel's own scheduling delay could tell host work from a loaded machine",
 }
 #: Honest fixes that lose the points: name → why (none against c836fb2: each in its own kernel
 #: at a load of 5-7 on 2 cores, 89-99 % busy in three runs; against e54ffe9, wall-clock
