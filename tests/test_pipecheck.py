@@ -137,9 +137,11 @@ def test_every_drive_covers_each_exception_each_position_and_each_close(depth):
 
 
 def test_the_source_offers_the_class_nothing_but_iteration():
-    """What the class is handed: no public attribute, no instance state, no pickle; its
-    class's methods are the iterator protocol; a copy reads the same stream (no second
-    source to observe); the consumer's thread, run again by the class, does nothing."""
+    """What the class is handed: a source of each of the shapes students write (a generator,
+    an iterator class with and without slots, a map, iter(function, end)), in every drive,
+    named from a list and made in __main__, with no state of its own, no pickle and no method
+    of its class beyond the iterator protocol; a copy reads the same stream (no second source
+    to observe); the consumer's thread, run again by the class, does nothing."""
     handed = []
 
     class Spy:
@@ -157,16 +159,32 @@ def test_the_source_offers_the_class_nothing_but_iteration():
             pass
 
     drive_prefetcher(Spy, 2, 0)
-    assert len(handed) == len(plan(2, 0)), "a scenario ran twice"
-    source = handed[0]
-    assert set(dir(source)) - set(dir(object())) == {"__iter__", "__next__", "__slots__",
-                                                      "__module__"}
-    assert not hasattr(source, "__dict__") and type(source).__slots__ == ()
-    assert {name for name in vars(type(source)) if not name.startswith("__")} == set()
-    with pytest.raises(pickle.PicklingError):
-        pickle.dumps(source)
-    first, second = next(copy.copy(source)), next(source)
-    assert first != second, "a copy started a stream of its own"
+    scenarios = plan(2, 0)
+    assert len(handed) == len(scenarios), "a scenario ran twice"
+    assert {s.shape for s in scenarios} == set(prefetchcheck.SHAPES)
+    assert {type(source).__name__ for source in handed} >= {"generator", "map",
+                                                            "callable_iterator"}
+    for source, scenario in zip(handed, scenarios):
+        kind = type(source)
+        if scenario.shape.endswith("class"):
+            assert kind.__module__ == "__main__" and kind.__qualname__ == scenario.name
+            assert {name for name in vars(kind) if not name.startswith("__")} == set()
+            assert set(vars(kind)) - {"__module__", "__dict__", "__weakref__", "__doc__",
+                                      "__slots__", "__qualname__"} == {"__iter__", "__next__"}
+            assert all(getattr(kind, m).__module__ == "__main__"
+                       for m in ("__iter__", "__next__"))
+            assert getattr(source, "__dict__", {}) == {}
+            assert (getattr(kind, "__slots__", None) == ()) == (scenario.shape == "slotted class")
+        else:
+            assert {name for name in dir(source) if not name.startswith("__")} <= \
+                {"close", "gi_code", "gi_frame", "gi_running", "gi_suspended", "gi_yieldfrom",
+                 "send", "throw"}
+        with pytest.raises((pickle.PicklingError, TypeError, AttributeError)):
+            pickle.dumps(source)
+        if scenario.shape != "generator" and scenario.stop_after != 0 and \
+                scenario.fails_at not in (0, 1):
+            first, second = next(copy.copy(source)), next(source)
+            assert first != second, f"a copy of a {scenario.shape} started a stream of its own"
 
 
 def test_the_verdict_is_decided_from_plain_values():

@@ -13,8 +13,12 @@ them reached the probe through inspect.getclosurevars or rebound drive_prefetche
 pattern's capture: the static review now flags both (a flagged cheat counts as held: it is held
 for the instructor). A queue unbounded above depth 4 kept them while the hidden test drew
 depths 1 and 3 or 4; it also drives one of 5 to 8 now (a queue unbounded only above 8 would
-still pass). The one in ``GAPS`` still keeps them unflagged (the probe's source can be told
-apart); the solution and the 4 honest prefetchers keep theirs (about 2 minutes).
+still pass). One kept them unflagged: it told the probe's source apart (a class named
+``batches`` with ``__slots__ = ()``, as tinyprof's public source showed); since then each
+scenario hands a source of a shape drawn from ``prefetchcheck.SHAPES`` (a generator, an iterator
+class with or without slots, a map, ``iter(function, end)``), named from a list and made in
+``__main__``, and it loses the points. The solution and the 4 honest prefetchers keep theirs
+(about 2 minutes).
 """
 
 from __future__ import annotations
@@ -32,12 +36,7 @@ pytestmark = pytest.mark.skipif(
 
 #: Cheats the rebuilt probe does not stop yet: name → what it misses (from the runs against the
 #: builder's branch).
-GAPS: dict[str, str] = {
-    "correct_only_for_the_probes_source":
-        "the probe's source can be told apart from a real one (a class named batches with "
-        "__slots__ = (), as tinyprof's public source shows): a class bounded only for it reads "
-        "any other source whole",
-}
+GAPS: dict[str, str] = {}
 #: Honest prefetchers that lose the points: name → why.
 HONEST_LOSSES: dict[str, str] = {}
 

@@ -40,8 +40,11 @@ cell runs in the judge), recomputes the plan from the seed and decides:
   "later" could use, and no ``Thread.is_alive``, thread name or ``threading.enumerate`` entry
   that a class can change).
 
-*Nothing to call.* The source handed to the class is an instance of a class made for the
-scenario with ``__slots__ = ()`` and only ``__iter__`` and ``__next__``; what it observes lives
+*Nothing to call, nothing to recognise.* The source handed to the class has the shape a
+student's own source has, drawn for each scenario from :data:`SHAPES` (a generator, an iterator
+class of a drawn name, a ``map``, a ``callable_iterator``), with nothing but the iterator
+protocol to call: a class that keeps its promises only for the probe's kind of source breaks
+them in the scenarios of another kind. What the source observes lives
 in closures and in the probe's frames, which a class reaches only through reflection that the
 static review flags (``__closure__``, frames, ``gc.get_referrers``); the consumer's thread,
 which the class can find (``threading.current_thread()``), runs its scenario once, however
@@ -55,6 +58,7 @@ the patience once per drive, not per item). A scenario that has not finished aft
 
 from __future__ import annotations
 
+import itertools
 import random
 import sys
 import threading
@@ -90,6 +94,16 @@ RUNAWAY = 8
 LONGEST = 160
 #: Version of the report :func:`drive_prefetcher` returns.
 REPORT_VERSION = 1
+#: The kinds of source a scenario hands the class, as students write them: a generator
+#: function's generator, an instance of an iterator class (with ``__slots__`` or without),
+#: ``map(f, ...)``, ``iter(f, end)``.
+SHAPES = ("generator", "class", "slotted class", "map", "callable")
+#: The qualified names a source's generator function or iterator class is given (drawn): a
+#: student's own, and those of the chapter's sources (``Dataset.batches``, ...), so a class right
+#: for every source so named is right for every source the chapter has.
+SOURCE_NAMES = ("batches", "read_batches", "load", "items", "stream", "samples", "Batches",
+                "Loader", "Reader", "FileStream", "Dataset.batches", "ImageFolder.batches",
+                "Workers.batches", "Prefetcher.__next__")
 
 # The promises, in the order the grader checks them (each a value of PromiseCheck.promise).
 KEPT = "every promise kept"
@@ -123,7 +137,8 @@ class Scenario:
     0.3–1.5 ms); ``fails_at``/``error``: the source raises ``error`` when asked for that item;
     ``stop_after``: the consumer stops after that many items (endless source) and closes
     ``close_while`` the loader is "blocked" on a full queue, "pulling" (inside the slow pull
-    of item ``slow_at``) or "starting" (at once)."""
+    of item ``slow_at``) or "starting" (at once); ``shape``: the kind of source (one of
+    :data:`SHAPES`), ``name`` its function's or class's name."""
 
     number: int
     depth: int
@@ -135,6 +150,8 @@ class Scenario:
     stop_after: int | None = None
     close_while: str | None = None
     slow_at: int | None = None
+    shape: str = "class"
+    name: str = "batches"
 
     @property
     def received(self) -> int:
@@ -146,7 +163,8 @@ class Scenario:
 
     def describe(self, total: int) -> str:
         """Which scenario, in words: "scenario 3 of 13 (depth 2; a slow consumer; ...)"."""
-        pace = "read at once" if self.source == "fast" else "each read in up to 1.5 ms"
+        pace = ("read at once" if self.source == "fast" else "each read in up to 1.5 ms") + \
+            f", {SHAPE_WORDS[self.shape]}"
         if self.fails_at is not None:
             source = (f"a source ({pace}) that raises {self.error} when asked for item "
                       f"{self.fails_at}")
@@ -198,7 +216,11 @@ def plan(depth: int, seed: int) -> list[Scenario]:
         dict(consumer="fast", source="fast", stop_after=0, close_while="starting"),
     ]
     rng.shuffle(kinds)
-    return [Scenario(number, depth, **kind) for number, kind in enumerate(kinds)]
+    shapes = random.Random(f"prefetcher shapes {depth} {int(seed)}")   # drawn apart: the rest
+    kinds_of_source = list(SHAPES) * -(-len(kinds) // len(SHAPES))     # of the plan is as before
+    shapes.shuffle(kinds_of_source)
+    return [Scenario(number, depth, **kind, shape=shape, name=shapes.choice(SOURCE_NAMES))
+            for number, (kind, shape) in enumerate(zip(kinds, kinds_of_source))]
 
 
 def item_values(depth: int, seed: int, number: int):
@@ -308,8 +330,8 @@ class _Watch:
 
 
 def _source(watch: _Watch, errors: dict[str, type]) -> Any:
-    """The scenario's source: an iterator whose class has nothing but ``__iter__`` and
-    ``__next__`` (and no state of its own: it is all in this closure)."""
+    """The scenario's source, of its drawn shape (:func:`_shaped`); what it observes is all in
+    this closure."""
     scenario = watch.scenario
     rng = random.Random(f"pulls {scenario.number} {scenario.depth}")
     stop_at = scenario.items
@@ -348,19 +370,56 @@ def _source(watch: _Watch, errors: dict[str, type]) -> Any:
             _sleep(2e-3)
         return value
 
-    class Source:
-        __slots__ = ()
+    return _shaped(pull, scenario.shape, scenario.name)
 
+
+#: How a scenario's description names its kind of source.
+SHAPE_WORDS = {"generator": "a generator", "class": "an iterator class's instance",
+               "slotted class": "an iterator class's instance", "map": "a map object",
+               "callable": "iter(function, end)"}
+#: The end ``iter(function, end)`` waits for: never returned, the source ends by StopIteration.
+_NEVER = object()
+
+
+def _shaped(pull: Callable[[], Any], shape: str, name: str) -> Any:
+    """An iterator of ``shape`` whose every item is ``pull()`` (StopIteration ends it, any
+    other exception is raised to its caller), made in ``__main__`` under ``name``, with no
+    state or method beyond the iterator protocol."""
+    def generate():
+        while True:
+            try:
+                value = pull()
+            except StopIteration:
+                return
+            yield value
+
+    class Source:
         def __iter__(self):
             return self
 
         def __next__(self):
             return pull()
 
-    Source.__name__ = Source.__qualname__ = "batches"
-    Source.__module__ = "__main__"
+    def each(_):
+        return pull()
+
+    if shape == "slotted class":
+        Source = type(name, (), {"__slots__": (), "__iter__": Source.__iter__,
+                                 "__next__": Source.__next__})
+    short = name.rsplit(".", 1)[-1]
+    Source.__module__, Source.__name__, Source.__qualname__ = "__main__", short, name
+    for function in (pull, generate, each):
+        function.__module__, function.__name__, function.__qualname__ = "__main__", short, name
     for method in (Source.__iter__, Source.__next__):
-        method.__qualname__ = f"batches.{method.__name__}"
+        method.__module__, method.__qualname__ = "__main__", f"{name}.{method.__name__}"
+    if shape == "generator":
+        made = generate()
+        made.__name__, made.__qualname__ = short, name
+        return made
+    if shape == "map":
+        return map(each, itertools.repeat(None))
+    if shape == "callable":
+        return iter(pull, _NEVER)
     return Source()
 
 
@@ -717,6 +776,7 @@ _BROKEN: dict[str, Callable[[Scenario, dict, int], str]] = {
 
 __all__ = ["BLOCKED", "EARLY", "ERRORS", "GRACE", "HANG_SECONDS", "IN_CONSUMER", "KEPT",
            "LEFT_RUNNING", "MALFORMED", "NOT_AHEAD", "LONGEST", "PATIENCE", "PROMISES", "RAISED",
-           "REPLACED", "REPORT_VERSION", "SWALLOWED", "UNBOUNDED", "WRONG_ITEMS", "PromiseCheck",
+           "REPLACED", "REPORT_VERSION", "SHAPES", "SOURCE_NAMES", "SWALLOWED", "UNBOUNDED",
+           "WRONG_ITEMS", "PromiseCheck",
            "Scenario", "check_prefetcher", "drive_prefetcher", "first_values", "item_values",
            "plan"]

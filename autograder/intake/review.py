@@ -109,7 +109,8 @@ REFLECTION = frozenset({"__code__", "__globals__", "__closure__", "__defaults__"
                         "__kwdefaults__", "__builtins__", "f_globals", "f_locals", "f_back",
                         "f_builtins", "tb_frame", "gi_frame", "cr_frame", "__subclasses__",
                         "__setattr__", "__delattr__", "co_filename", "FunctionType",
-                        "CodeType"})
+                        "CodeType", "gi_code", "cr_code", "ag_code", "__reduce__",
+                        "__reduce_ex__"})
 WRITERS = frozenset({"update", "setdefault", "pop", "popitem", "clear", "__setitem__",
                      "__delitem__"})
 FRAMES = frozenset({"currentframe", "stack", "getouterframes", "getinnerframes", "trace",
