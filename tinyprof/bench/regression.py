@@ -16,9 +16,10 @@ is built the way pyperf, asv and criterion.rs build theirs:
 3. **A noise band from the data.** A change is **called** when its whole (1 − alpha)
    bootstrap interval (95 % by default, as in criterion.rs; each side resampled from its own
    samples, so a noisy baseline widens it) lies beyond ±band (criterion.rs's rule), with
-   band = max(tolerance, |A/A|), where |A/A| is how far apart the medians of the baseline's two
-   interleaved copies of itself landed (the suite's A/A row), in the baseline file and in the
-   current run: no run is trusted to resolve less than its own A/A difference. A variant is
+   band = ``max(tolerance, |A/A|)``, where ``|A/A|`` is how far apart the medians of the
+   baseline's two interleaved copies of itself landed (the suite's A/A row), in the baseline
+   file and in the current run: no run is trusted to resolve less than its own A/A difference.
+   A variant is
    **unchanged** only when its change lies within ±tolerance. The Mann–Whitney p-value is
    shown beside it.
 4. **Re-measure before calling it** (asv ``continuous``). A variant that is called, or whose
@@ -231,7 +232,8 @@ def _ratios(variant: VariantResult) -> np.ndarray | None:
 
 
 def _aa_difference(suite: SuiteResult) -> float | None:
-    """|median(B) / median(A) − 1| of the suite's A/A row (its baseline timed against itself)."""
+    """``|median(B) / median(A) − 1|`` of the suite's A/A row (its baseline timed against
+    itself)."""
     try:
         row = suite[suite.baseline]
     except KeyError:

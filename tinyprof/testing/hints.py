@@ -69,7 +69,7 @@ def shown(value: Any) -> str:
 
 def same(got: Any, want: Any, rtol: float = 1e-6, atol: float = 1e-9) -> bool:
     """True when ``got`` has ``want``'s structure (tuples and lists item by item, dicts key by
-    key) and its numbers and arrays are within atol + rtol·|want| of it, shapes equal. Calls no
+    key) and its numbers and arrays are within ``atol + rtol·|want|`` of it, shapes equal. Calls no
     other tinyprof function, so that hidden tests can use it with tinyprof switched off."""
     import numpy as np
 

@@ -156,9 +156,10 @@ class Sampled:
 
     def sketch_bound(self, rtol: float, atol: float) -> float:
         """How far another array's sketch may lie from this one's (on the same weights) when
-        each of its n elements g_i is within δ_i = atol + rtol·|x_i| of this one's: the
-        differences e_i = g_i − x_i are fixed before the weights are drawn, each |r_ji e_i| ≤
-        δ_i, so by Hoeffding's inequality P(|Σ_i r_ji e_i| ≥ t) ≤ 2·exp(−t² / (2·Σ_i δ_i²))
+        each of its n elements g_i is within ``δ_i = atol + rtol·|x_i|`` of this one's: the
+        differences e_i = g_i − x_i are fixed before the weights are drawn, each
+        ``|r_ji e_i| ≤ δ_i``, so by Hoeffding's inequality
+        ``P(|Σ_i r_ji e_i| ≥ t) ≤ 2·exp(−t² / (2·Σ_i δ_i²))``
         with Σ_i δ_i² = n·atol² + 2·atol·rtol·l1 + rtol²·l2; t is taken where that is
         :data:`SKETCH_FALSE_ALARM`, plus float64 rounding (1e-9 · l1)."""
         n = math.prod(self.shape)
@@ -168,7 +169,7 @@ class Sampled:
 
 def first_difference(got: Any, want: Any, rtol: float = RTOL, atol: float = ATOL,
                      where: str = "output") -> str | None:
-    """None when ``got`` matches ``want`` (numbers and arrays within |g − w| ≤ atol + rtol·|w|,
+    """None when ``got`` matches ``want`` (numbers and arrays within ``|g − w| ≤ atol + rtol·|w|``,
     NaN matching NaN; tuples, lists and dicts item by item with the same length and keys);
     otherwise a sentence naming the first place that differs (``where[1]['W1'][3, 7]``)."""
     if isinstance(want, dict):
