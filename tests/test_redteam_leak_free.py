@@ -60,10 +60,6 @@ MISSED: dict[str, str] = {
                            "that lands 2 minutes after the loop returns is never read",
     "late_start_in_time": "the runs are at most 4 times the printed steps, seconds: a leak "
                           "that starts after 60 s of running is never in them",
-    "warmup_leak_kept_per_seed": "a leak of a fixed size per call (48 steps, 9.6 MB) cancels "
-                                 "between the N and 2N runs and stays under the 40 MB budget "
-                                 "(kept 15.8 MB in both, the solution's 6 MB); each run is a "
-                                 "fork, so its growth call after call is never seen",
     "unless_the_folder_is_fresh": "the sandbox's working folder starts empty, the author's "
                                   "holds the notebook and its checkpoints: os.listdir('.') tells "
                                   "them apart, and listing a folder is honest code (not "

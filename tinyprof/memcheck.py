@@ -3,9 +3,10 @@ the memory read from outside the student's kernel when tinyprof's grader runs th
 
 ``expect_leak_free(loop, steps)`` draws a step count N from a range the test does not print
 (1 to 2 times ``steps``) and two seeds (:func:`draw_seeds`): one people type (the chapter's own
-half the time, else 0 to 99 or a favourite such as 1234) and one from 2**31. The loop runs four
-times, in a random order: N and 2N steps on each seed. Each run yields two numbers, both
-above the memory read just before it (after a collection and the allocator's trim):
+half the time, else 0 to 99 or a favourite such as 1234) and one from 2**31. The loop runs five
+times, in a random order: N and 2N steps on each seed, and two calls of N/2 steps, one after the
+other, on one of them. Each run yields two numbers, both above the memory read just before it
+(after a collection and the allocator's trim):
 
 - **kept**: the memory after the loop returned, its garbage collected and its allocator
   trimmed: what the loop keeps;
@@ -29,6 +30,11 @@ seed 7) is a plateau there and not on the other. A run whose loop raised still c
 memory was read before its error travels back, and a growth it shows is the reason given (a
 loop that writes what it keeps to files fills the sandbox's scratch folder and raises
 ``OSError``).
+What grows from call to call is a leak too: a loop that keeps something at every call (its
+first steps, a cache keyed by the call) keeps it twice in the two calls of N/2 steps and once in
+the N-step run on that seed, and the test fails when the two calls keep more than the one by
+:data:`KEPT_SLACK` plus ``tolerance`` a step (a leak that grows with the steps keeps the same in
+both: N steps either way).
 Anything that does not grow with the steps cancels: a plateau, a memo that filled, the loop's
 temporaries, a square wave (its high level is in both runs' held memory), idle time before or
 after the steps. The losses the loop returns are checked at every step against the clean loop's
@@ -63,7 +69,7 @@ import statistics
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 #: Growth per step a leak-free loop may show, kept or held: far above its history of floats
@@ -133,8 +139,10 @@ class Run:
 @dataclass(frozen=True)
 class LeakCheck:
     """The runs of one check (``short``: N steps, ``long``: 2N, both on ``seeds[0]``; ``other``
-    and ``other_long``: N and 2N steps on ``seeds[1]``, when measured) and how memory was read;
-    ``kept_per_step`` and ``held_per_step`` are the differences of the first two over N."""
+    and ``other_long``: N and 2N steps on ``seeds[1]``, when measured; ``repeated``: two calls
+    of ``repeated.steps`` steps in one process on ``repeated_seed``, when measured) and how
+    memory was read; ``kept_per_step`` and ``held_per_step`` are the differences of the first
+    two over N."""
 
     short: Run
     long: Run
@@ -144,11 +152,23 @@ class LeakCheck:
     other: Run | None = None
     other_long: Run | None = None
     seeds: tuple[int, ...] = ()
+    repeated: Run | None = None
+    repeated_seed: int | None = None
 
     def __post_init__(self) -> None:
         if (self.other is None) != (self.other_long is None) or \
                 self.other is not None and len(self.seeds) != 2:
             raise ValueError("a check on another seed has its two runs and names both seeds")
+        if self.repeated is not None and self._single_call() is None:
+            raise ValueError("a check with two calls names a seed it ran N steps on")
+
+    def _single_call(self) -> Run | None:
+        """The N-step run on the seed of the two calls (None when there is none)."""
+        if self.repeated_seed is None or not self.seeds:
+            return None
+        if self.repeated_seed == self.seeds[0]:
+            return self.short
+        return self.other if self.repeated_seed == self.seeds[-1] else None
 
     @property
     def kept_per_step(self) -> float:
@@ -169,6 +189,9 @@ class LeakCheck:
             seeds = (f" (seed {self.seeds[0]}; on seed {self.seeds[1]}: kept "
                      f"{signed(self.other.kept)} and {signed(self.other_long.kept)}, held "
                      f"{signed(self.other.held)} and {signed(self.other_long.held)})")
+        if self.repeated is not None:
+            seeds += (f"; two calls of {self.repeated.steps} steps in one process on seed "
+                      f"{self.repeated_seed} kept {signed(self.repeated.kept)}")
         return (f"the loop ran {self.short.steps} and {self.long.steps} steps{seeds} "
                 f"({self.short.seconds:.2f} s and {self.long.seconds:.2f} s, "
                 f"{self.short.readings} and {self.long.readings} readings at random times); "
@@ -202,7 +225,25 @@ class LeakCheck:
                     f"{fuller.steps} steps, above the {size(self.budget)} the loop needs "
                     "(its data, weights, memo and one step's arrays)")
         return (self.shrink_failure(self.short, self.long, self.seeds[0] if self.seeds else None)
-                or self.seed_failure())
+                or self.seed_failure() or self.call_failure())
+
+    def call_failure(self) -> str | None:
+        """Why what the loop keeps grows from call to call (two calls of N/2 steps keep more
+        than one call of N, on the same seed); None when it does not, or was not measured."""
+        from .units import format_bytes as size
+
+        once = self._single_call()
+        if self.repeated is None or once is None:
+            return None
+        grown = self.repeated.kept - once.kept
+        if grown <= KEPT_SLACK + self.tolerance * once.steps:
+            return None
+        return (f"what the loop keeps grows {size(grown)} from one call to the next (on seed "
+                f"{self.repeated_seed}, two calls of {self.repeated.steps} steps in one "
+                f"process kept {size(self.repeated.kept)}, one call of {once.steps} steps "
+                f"{size(once.kept)}): something is kept at every call (its first steps, a "
+                "list or a cache outside the loop that is never cleared), so a kernel that "
+                "trains again and again fills up")
 
 
     def seed_failure(self) -> str | None:
@@ -300,20 +341,25 @@ def measure_twice(read: Callable[[], int], settle_now: Callable[[], Any],
 
 
 def measure_seeds(read: Callable[[], int], settle_now: Callable[[], Any],
-                  start: Callable[[int, int], Any], finish: Callable[[Any], Any], steps: int,
-                  seeds: tuple[int, int], method: str,
+                  start: Callable[[int, int, int], Any], finish: Callable[[Any], Any],
+                  steps: int, seeds: tuple[int, int], method: str,
                   rng: random.Random) -> tuple[dict[tuple[int, int], Any], LeakCheck]:
-    """The four runs of a check, in a random order: N and 2N steps on each of ``seeds``
-    (:func:`draw_seeds`); ``start(n, seed)`` as in :func:`measure_twice`. The values by (step
-    count, seed), and the :class:`LeakCheck`."""
+    """The five runs of a check, in a random order: N and 2N steps on each of ``seeds``
+    (:func:`draw_seeds`), and two calls of N/2 steps on one of them, drawn;
+    ``start(n, seed, calls)`` runs ``calls`` calls of the loop, one after the other, otherwise
+    as in :func:`measure_twice`. The values by (step count, seed) (the two calls': the last
+    one's), and the :class:`LeakCheck`."""
     n, twice = step_counts(steps, rng)
     typed, drawn = seeds
-    plan = {(count, seed): (lambda count=count, seed=seed: start(count, seed))
+    half, again = n // 2, rng.choice(seeds)
+    plan = {(count, seed): (lambda count=count, seed=seed: start(count, seed, 1))
             for seed in (typed, drawn) for count in (n, twice)}
+    plan[half, again] = lambda: start(half, again, 2)
     values, runs = _measure(read, settle_now, plan, finish, rng)
     return values, LeakCheck(runs[n, typed], runs[twice, typed], method,
                              other=runs[n, drawn], other_long=runs[twice, drawn],
-                             seeds=(typed, drawn))
+                             seeds=(typed, drawn), repeated=runs[half, again],
+                             repeated_seed=again)
 
 
 def _measure(read: Callable[[], int], settle_now: Callable[[], Any],
@@ -437,8 +483,7 @@ def expect_leak_free(loop: Callable[[int, int], Sequence[float]], steps: int = 3
         got, check = judge.measure_leaks(loop, steps=steps, seeds=seeds, rng=rng)
     else:
         got, check = _here(loop, steps, seeds, rng, sys._getframe(1).f_globals)
-    check = LeakCheck(check.short, check.long, check.method, tolerance, other=check.other,
-                      other_long=check.other_long, seeds=check.seeds)
+    check = replace(check, tolerance=tolerance)
     raise_for_raised(got, check)
     for seed in sorted({seed for _, seed in got}):
         longest = max(n for n, used in got if used == seed)
@@ -464,8 +509,9 @@ def _here(loop: Callable, steps: int, seeds: tuple[int, int], rng: random.Random
     from .leaks.measure import rss_bytes, small_pages
     from .testing import Switch
 
-    def start(n: int, seed: int) -> Any:
-        value = loop(n, seed)
+    def start(n: int, seed: int, calls: int = 1) -> Any:
+        for _ in range(calls):
+            value = loop(n, seed)
         settle()
         return value
 

@@ -12,12 +12,14 @@ the test prints). Here the grade rests on what the loop keeps, as a function of 
   process of the kernel (a child it started to hold memory) and the files of its tmpfs folders
   (its scratch folder, /tmp); without control groups, the resident set of its process tree from
   ``/proc`` (which misses tmpfs files: the printed method says which).
-- **Four runs, at step counts and seeds the kernel learns only when called.** N is drawn
+- **Five runs, at step counts and seeds the kernel learns only when called.** N is drawn
   from 1 to 2 times ``steps`` at every grading, and the loop runs N and 2N steps on a seed
-  people type (the chapter's own half the time) and on a seed drawn from 2**31, in a random
-  order (``tinyprof.memcheck.measure_seeds``); what grows between N and 2N, on either seed, is
-  the leak. A leak that starts after the printed step counts, or only at them, or only for the
-  seeds its author tries (or only for others), is in the runs.
+  people type (the chapter's own half the time) and on a seed drawn from 2**31, and two calls
+  of N/2 steps in one fork on one of the two, in a random order
+  (``tinyprof.memcheck.measure_seeds``); what grows between N and 2N, on either seed, is the
+  leak, and what two calls keep beyond one call's is a leak from call to call. A leak that
+  starts after the printed step counts, or only at them, or only for the seeds its author
+  tries (or only for others), is in the runs.
 - **Each run in a fork, held after it returns** (``tinyprof.testing.forked``, one judge call,
   tinyprof switched off). Before the fork the kernel collects its garbage and trims its
   allocator (``tinyprof.memcheck.settle``), then the grader reads the group (the median of three
@@ -31,8 +33,9 @@ the test prints). Here the grade rests on what the loop keeps, as a function of 
   runs over N, on each seed; each must stay under the tolerance (1 kB a step, the chapter's)
   plus the slack two leak-free runs differ by over N (1.5 MB each), and held under
   ``tinyprof.memcheck.BUDGET``; neither may shrink by as much either (a loop that keeps more
-  after N steps than after 2N leaks at step counts the longer run never has: odd ones). A
-  first fork that runs no step comes before the four, so that
+  after N steps than after 2N leaks at step counts the longer run never has: odd ones); the two
+  calls of N/2 may keep no more than the N-step run on their seed by the same slack. A first
+  fork that runs no step comes before the five, so that
   what forking allocates in the kernel the first time is in neither. The losses the kernel
   hands back are checked at every step against a clean loop run here on the same seed, drawn
   at random at every grading.
@@ -84,7 +87,7 @@ class LeakBench:
                 rng: random.Random | None = None) -> tuple[dict[tuple[int, int], Any],
                                                            LeakCheck]:
         """The losses ``loop(n, seed)`` returned in the kernel for each run, by (step count,
-        seed), and the :class:`~tinyprof.memcheck.LeakCheck` of the four runs (module
+        seed), and the :class:`~tinyprof.memcheck.LeakCheck` of the five runs (module
         docstring)."""
         from .judge import Kernel
 
@@ -97,7 +100,8 @@ class LeakBench:
             judge.call(fork, None, (no_steps, 0, 0), {}).finish()   # a first fork: warm-up
             return measure_seeds(
                 self.read, lambda: judge.make(settle, [0]),
-                lambda n, seed: judge.call(fork, None, (loop, int(n), int(seed)), {}),
+                lambda n, seed, calls: judge.call(fork, None,
+                                                  (loop, int(n), int(seed), int(calls)), {}),
                 lambda held: held.finish(), int(steps), (int(seeds[0]), int(seeds[1])),
                 self.method(), rng)
 

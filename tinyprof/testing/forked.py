@@ -83,14 +83,17 @@ class HeldChild:
 
 
 class ForkedRun:
-    """``ForkedRun(label)(loop, steps, seed)``: ``loop(steps, seed)`` run in a forked child,
-    which is then held (:class:`HeldChild`) after collecting its garbage and trimming its
-    allocator (module docstring). ``_label`` names the loop in the grader's messages."""
+    """``ForkedRun(label)(loop, steps, seed, calls=1)``: ``loop(steps, seed)`` run ``calls``
+    times, one call after the other, in a forked child, which is then held
+    (:class:`HeldChild`) after collecting its garbage and trimming its allocator (module
+    docstring); its value is the last call's. ``_label`` names the loop in the grader's
+    messages."""
 
     def __init__(self, label: str = "the loop"):
         self._label = label
 
-    def __call__(self, loop: Callable[[int, int], Any], steps: int, seed: int) -> HeldChild:
+    def __call__(self, loop: Callable[[int, int], Any], steps: int, seed: int,
+                 calls: int = 1) -> HeldChild:
         ready_r, ready_w = os.pipe()
         go_r, go_w = os.pipe()
         answer_r, answer_w = os.pipe()
@@ -99,7 +102,7 @@ class ForkedRun:
         pid = os.fork()
         if pid == 0:   # pragma: no cover - the child ends in os._exit
             _close(ready_r, go_w, answer_r)
-            _child(loop, steps, seed, ready_w, go_r, answer_w)
+            _child(loop, steps, seed, max(1, int(calls)), ready_w, go_r, answer_w)
         _close(ready_w, go_r, answer_w)
         try:
             said = _wait_ready(ready_r, READY_TIMEOUT_S)
@@ -121,15 +124,18 @@ def _finish_now(child: HeldChild) -> Any:
     return child.finish()
 
 
-def _child(loop: Callable, steps: int, seed: int, ready: int, go: int, answer: int) -> None:
-    """The child's life: run, settle, say ready, wait, answer, exit (never returns)."""
+def _child(loop: Callable, steps: int, seed: int, calls: int, ready: int, go: int,
+           answer: int) -> None:
+    """The child's life: run (``calls`` times), settle, say ready, wait, answer, exit (never
+    returns)."""
     try:
         sys.stdout = sys.stderr = open(os.devnull, "w")   # noqa: SIM115 - ends with the process
         _small_pages()
         gc.freeze()   # the parent's objects are not the collector's to walk (and copy)
         filler = _fill_float_slots()   # noqa: F841 - held while the loop runs
         try:
-            outcome: tuple = ("value", loop(steps, seed))
+            for _ in range(calls):
+                outcome: tuple = ("value", loop(steps, seed))
         except BaseException as error:  # noqa: BLE001 - relayed to the grader
             outcome = ("raised", _described(error))
         _give_back()
