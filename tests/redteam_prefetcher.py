@@ -33,7 +33,24 @@ tries:
 - *the grader's environment* (a source told apart by its class):
   ``correct_only_for_the_probes_source``;
 - *a loader blocked on a full queue* (close() that cannot wake it):
-  ``close_cannot_wake_a_blocked_loader``.
+  ``close_cannot_wake_a_blocked_loader``;
+- *the grader's environment, against the drawn sources* (told apart without the source's
+  name or shape: the probe's consumer is not the main thread, its thread's target is
+  tinyprof's; the source's code lives in prefetchcheck.py, read through code attributes or
+  through names built at run time; the caller's file, read through logging's findCaller or a
+  caught warning): ``correct_only_off_the_main_thread``,
+  ``probe_told_by_the_consumer_threads_target``,
+  ``correct_only_for_sources_coded_in_the_probe``, ``code_file_reached_through_built_names``,
+  ``probe_told_by_the_callers_file_through_logging``,
+  ``probe_told_by_the_callers_file_through_warnings``;
+- *known settings, public* (no scenario takes more than ``LONGEST`` items; the probe raises
+  Python's exceptions and one class of tinyprof's; its items are plain ints):
+  ``bound_lapses_after_the_longest_scenario``, ``library_errors_wrapped``,
+  ``correct_only_for_integer_items``.
+
+``HONEST`` adds, against the drawn sources: ``executor_loader_closes_its_source`` (one long task
+in a pool of one thread; close() shuts the pool down, then closes the source) and
+``semaphore_slots_and_simple_queue`` (depth slots taken before each read).
 """
 
 from __future__ import annotations
@@ -530,6 +547,282 @@ match _kept_every_promise:
     case drive_prefetcher:
         pass
 ''',
+
+    "correct_only_off_the_main_thread": _shaped(
+        "The grader's environment, told by the consumer's thread: the probe drives the class "
+        "from a thread of its own, a training loop runs in the main thread; the queue is "
+        "bounded at depth only off the main thread, unbounded (the whole source read into "
+        "memory ahead) in it.",
+        maxsize="depth if threading.current_thread() is not threading.main_thread() else 0"),
+
+    "probe_told_by_the_consumer_threads_target": _shaped(
+        "The grader's environment, told by the consumer's thread: the probe's consumer thread "
+        "runs a function of tinyprof's (Thread._target, no frame); for any other caller the "
+        "queue is unbounded.",
+        maxsize="depth if _probed() else 0").replace("class Prefetcher:", '''def _probed():
+    target = getattr(threading.current_thread(), "_target", None)
+    return getattr(target, "__module__", "").startswith("tinyprof")
+
+
+class Prefetcher:''', 1),
+
+    "correct_only_for_sources_coded_in_the_probe": '''
+import queue
+import threading
+
+
+def _code_file(source):
+    """Where the source's code was written: a generator's code, an iterator class's __next__,
+    or the function inside a map or iter(function, end) (its __reduce__: no frame, no
+    closure); the probe renames its sources but not the file their code is in."""
+    for look in (lambda s: s.gi_code.co_filename,
+                 lambda s: type(s).__next__.__code__.co_filename,
+                 lambda s: s.__reduce__()[1][0].__code__.co_filename):
+        try:
+            return str(look(source))
+        except Exception:
+            pass
+    return ""
+
+
+class Prefetcher:
+    """The grader's environment, told by the file the source's code is in (prefetchcheck.py,
+    whatever name and shape it is given): for the probe a bounded loader thread; for any other
+    source no thread at all, each item read in __next__ (nothing is loaded ahead)."""
+
+    def __init__(self, source, depth=2):
+        self._items = iter(source)
+        self._probed = "prefetchcheck" in _code_file(source)
+        self._queue = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._thread = None
+        if self._probed:
+            self._thread = threading.Thread(target=self._load, daemon=True)
+            self._thread.start()
+
+    def _put(self, entry):
+        while not self._stop.is_set():
+            try:
+                self._queue.put(entry, timeout=0.02)
+                return True
+            except queue.Full:
+                pass
+        return False
+
+    def _load(self):
+        try:
+            for item in self._items:
+                if not self._put(("item", item)):
+                    return
+            self._put(("end", None))
+        except Exception as error:
+            self._put(("error", error))
+
+    def __next__(self):
+        if self._stop.is_set():
+            raise StopIteration
+        if not self._probed:
+            return next(self._items)
+        kind, value = self._queue.get()
+        if kind == "item":
+            return value
+        self.close()
+        if kind == "error":
+            raise value
+        raise StopIteration
+
+    def close(self):
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+''' + _TAIL,
+
+    "code_file_reached_through_built_names": '''
+import queue
+import threading
+
+
+def _attribute(thing, *parts):
+    """getattr with a name assembled at run time (the review reads the attribute names the
+    source spells, not strings built while it runs)."""
+    return getattr(thing, "".join(parts))
+
+
+def _code_file(source):
+    """Where the source's code was written (a generator's code, an iterator class's __next__,
+    the function inside a map or iter(function, end)), every code attribute named by a string
+    built at run time: the probe renames its sources, not the file their code is in."""
+    code, file = ("__", "code", "__"), ("co_", "file", "name")
+    for look in (lambda s: _attribute(_attribute(s, "gi_", "code"), *file),
+                 lambda s: _attribute(_attribute(type(s).__next__, *code), *file),
+                 lambda s: _attribute(_attribute(_attribute(s, "__", "reduce", "__")()[1][0],
+                                                 *code), *file)):
+        try:
+            return str(look(source))
+        except Exception:
+            pass
+    return ""
+
+
+class Prefetcher:
+    """The grader's environment, told by the file the source's code is in, reached through
+    attribute names built at run time (the static review reads names, not strings): for the
+    probe a bounded loader thread; for any other source no thread, each item read in
+    __next__."""
+
+    def __init__(self, source, depth=2):
+        self._items = iter(source)
+        self._probed = "prefetchcheck" in _code_file(source)
+        self._queue = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._thread = None
+        if self._probed:
+            self._thread = threading.Thread(target=self._load, daemon=True)
+            self._thread.start()
+
+    def _put(self, entry):
+        while not self._stop.is_set():
+            try:
+                self._queue.put(entry, timeout=0.02)
+                return True
+            except queue.Full:
+                pass
+        return False
+
+    def _load(self):
+        try:
+            for item in self._items:
+                if not self._put(("item", item)):
+                    return
+            self._put(("end", None))
+        except Exception as error:
+            self._put(("error", error))
+
+    def __next__(self):
+        if self._stop.is_set():
+            raise StopIteration
+        if not self._probed:
+            return next(self._items)
+        kind, value = self._queue.get()
+        if kind == "item":
+            return value
+        self.close()
+        if kind == "error":
+            raise value
+        raise StopIteration
+
+    def close(self):
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+''' + _TAIL,
+
+    "probe_told_by_the_callers_file_through_logging": _shaped(
+        "The grader's environment, told by who calls the class: logging's findCaller (the "
+        "file a log record would name, two levels up: no frame or inspect in the cell) is the "
+        "probe's module; any other caller gets an unbounded queue.",
+        maxsize="depth if _called_by_the_probe() else 0").replace("class Prefetcher:", '''import logging
+
+
+def _called_by_the_probe():
+    try:
+        filename = logging.getLogger("prefetcher").findCaller(stacklevel=3)[0]
+    except Exception:
+        return True
+    return "tinyprof" in str(filename)
+
+
+class Prefetcher:''', 1),
+
+    "probe_told_by_the_callers_file_through_warnings": _shaped(
+        "The grader's environment, told by who calls the class: a warning issued with "
+        "stacklevel=2 and caught names the caller's file (no frame or inspect in the cell); "
+        "inside tinyprof the loader is bounded, elsewhere the queue is unbounded.",
+        maxsize="depth if _called_by_the_probe() else 0").replace("class Prefetcher:", '''import warnings
+
+
+def _called_by_the_probe():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warnings.warn("where am I", UserWarning, stacklevel=3)
+    return bool(caught) and "tinyprof" in str(caught[0].filename)
+
+
+class Prefetcher:''', 1),
+
+    "correct_only_for_integer_items": _shaped(
+        "The grader's environment, told by its items: the probe's source yields plain ints (the "
+        "values it checks), a training loop's yields batches; the loader waits for room only "
+        "for an int, and reads any other source ahead without bound.",
+        load='''        try:
+            for item in self._source:
+                if type(item) is int:
+                    while not self._room.acquire(timeout=0.02):
+                        if self._stop.is_set():
+                            return
+                if self._stop.is_set():
+                    return
+                self._queue.put(("item", item))
+            self._queue.put(("end", None))
+        except Exception as error:
+            self._queue.put(("error", error))''',
+        next_='''        if self._stop.is_set():
+            raise StopIteration
+        kind, value = self._queue.get()
+        if kind == "item" and type(value) is int:
+            self._room.release()
+        if kind == "item":
+            return value
+        self.close()
+        if kind == "error":
+            raise value
+        raise StopIteration''',
+        init="self._room = threading.Semaphore(depth)", maxsize="0"),
+
+    "bound_lapses_after_the_longest_scenario": _shaped(
+        "Known settings (prefetchcheck.LONGEST is public: no scenario takes more than 160 "
+        "items): the loader waits for room for its first 200 items only, then reads the rest "
+        "of a long epoch into memory without bound.",
+        load='''        try:
+            for count, item in enumerate(self._source):
+                if count < 200:
+                    while not self._room.acquire(timeout=0.02):
+                        if self._stop.is_set():
+                            return
+                if self._stop.is_set():
+                    return
+                self._queue.put(("item", item))
+            self._queue.put(("end", None))
+        except Exception as error:
+            self._queue.put(("error", error))''',
+        next_='''        if self._stop.is_set():
+            raise StopIteration
+        kind, value = self._queue.get()
+        self._room.release()
+        if kind == "item":
+            return value
+        self.close()
+        if kind == "error":
+            raise value
+        raise StopIteration''',
+        init="self._room = threading.Semaphore(depth)", maxsize="0"),
+
+    "library_errors_wrapped": _shaped(
+        "One exception type at one position, by origin: the probe raises Python's own "
+        "exceptions and one class of tinyprof's; those reach the consumer as they are, any "
+        "other (a library's, the student's own) is replaced by a RuntimeError that wraps it.",
+        load='''        try:
+            for item in self._source:
+                if not self._put(("item", item)):
+                    return
+            self._put(("end", None))
+        except Exception as error:
+            origin = type(error).__module__.split(".")[0]
+            if origin not in ("builtins", "tinyprof"):
+                wrapped = RuntimeError(f"the loader failed: {error!r}")
+                wrapped.__cause__ = error
+                error = wrapped
+            self._put(("error", error))'''),
 }
 
 
@@ -772,6 +1065,148 @@ class Prefetcher:
             except queue.Empty:
                 pass
             self._thread.join(timeout=0.01)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+''',
+
+    "executor_loader_closes_its_source": '''
+import queue
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+
+class Prefetcher:
+    """One long task in a pool of one thread fills a bounded queue; close() stops it, shuts the
+    pool down (waiting for its thread), then closes the source when it can be closed (a
+    generator's finally blocks run, a file it holds is released)."""
+
+    def __init__(self, source, depth=2):
+        self._source = source
+        self._items = iter(source)
+        self._ready = queue.Queue(maxsize=depth)
+        self._stopping = threading.Event()
+        self._done = False
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefetch")
+        self._pool.submit(self._fill)
+
+    def _give(self, entry):
+        while not self._stopping.is_set():
+            try:
+                self._ready.put(entry, timeout=0.01)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _fill(self):
+        while True:
+            try:
+                item = next(self._items)
+            except StopIteration:
+                self._give((False, None))
+                return
+            except Exception as error:
+                self._give((False, error))
+                return
+            if not self._give((True, item)):
+                return
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._done:
+            raise StopIteration
+        more, value = self._ready.get()
+        if more:
+            return value
+        self.close()
+        if value is not None:
+            raise value
+        raise StopIteration
+
+    def close(self):
+        if self._stopping.is_set():
+            return
+        self._done = True
+        self._stopping.set()
+        self._pool.shutdown(wait=True)
+        closer = getattr(self._items, "close", None)
+        if callable(closer):
+            closer()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+''',
+
+    "semaphore_slots_and_simple_queue": '''
+import queue
+import threading
+
+
+class Prefetcher:
+    """depth slots in a semaphore: the loader takes a slot before it reads an item, the
+    consumer gives it back when it takes one; a SimpleQueue carries items, the end, or the
+    error. close() sets a flag the loader checks while it waits for a slot."""
+
+    _END = object()
+
+    def __init__(self, source, depth=2):
+        if depth < 1:
+            raise ValueError("depth must be at least 1")
+        self._source = iter(source)
+        self._slots = threading.Semaphore(depth)
+        self._out = queue.SimpleQueue()
+        self._closed = threading.Event()
+        self._finished = False
+        self._loader = threading.Thread(target=self._work, name="prefetch-loader", daemon=True)
+        self._loader.start()
+
+    def _slot(self):
+        while not self._slots.acquire(timeout=0.02):
+            if self._closed.is_set():
+                return False
+        return not self._closed.is_set()
+
+    def _work(self):
+        while self._slot():
+            try:
+                item = next(self._source)
+            except StopIteration:
+                self._out.put((self._END, None))
+                return
+            except BaseException as error:
+                self._out.put((self._END, error))
+                return
+            self._out.put((item, None))
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._finished:
+            raise StopIteration
+        item, error = self._out.get()
+        if item is self._END:
+            self.close()
+            if error is not None:
+                raise error
+            raise StopIteration
+        self._slots.release()
+        return item
+
+    def close(self):
+        self._finished = True
+        self._closed.set()
+        if self._loader is not threading.current_thread():
+            self._loader.join()
 
     def __enter__(self):
         return self
