@@ -1,0 +1,106 @@
+"""What the speed, busy-device and leak tests measured, per test cell, with their tiers.
+
+The grader keeps each measurement in the test cell's verdict record
+(``metadata.tinyprof.verdict.measured``, run/judge.py: ``speed``, the speed-up; ``busy``, the
+share of the run the device was busy; ``leak``, bytes of growth per step). The tiers are the
+thresholds the instructor's test cells pass to ``expect_faster`` (``at_least``),
+``expect_busy_device`` (``at_least``) and ``expect_leak_free`` (``tolerance``), read from their
+source; the cells of one kind that test the same function share their tiers (chapter 08's
+2×, 4× and 6× cells).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from ...cells import grade_id, is_test, source
+
+#: kind → (the helper that measures it, its threshold's keyword, that keyword's default, unit)
+CHECKS = {"speed": ("expect_faster", "at_least", 2.0, "× speed-up"),
+          "busy": ("expect_busy_device", "at_least", 0.8, "share of the run the device was busy"),
+          "leak": ("expect_leak_free", "tolerance", 1024.0, "bytes of growth per step")}
+
+
+@dataclass(frozen=True)
+class MeasuredTest:
+    """One test cell's measurements over the cohort (student → value) and the tiers drawn."""
+
+    grade_id: str
+    kind: str
+    values: dict[str, float]
+    tiers: tuple[float, ...]
+
+    @property
+    def unit(self) -> str:
+        return CHECKS[self.kind][3]
+
+
+def measurements_in(notebook: dict) -> dict[str, tuple[str, float]]:
+    """Grade id → (kind, value) of the first measurement each test cell recorded."""
+    found = {}
+    for cell in notebook.get("cells", []):
+        record = cell.get("metadata", {}).get("tinyprof", {})
+        verdict = record.get("verdict") if isinstance(record, dict) else None
+        measured = verdict.get("measured") if isinstance(verdict, dict) else None
+        if not is_test(cell) or not isinstance(measured, list):
+            continue
+        for item in measured:
+            if isinstance(item, dict) and item.get("kind") in CHECKS:
+                try:
+                    found[grade_id(cell)] = (item["kind"], float(item["value"]))
+                    break
+                except (KeyError, TypeError, ValueError):
+                    continue
+    return found
+
+
+def thresholds(cell_source: str) -> list[tuple[str, str, float]]:
+    """(kind, the function tested, threshold) of each check a test cell's source calls."""
+    try:
+        tree = ast.parse(cell_source)
+    except SyntaxError:
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        called = node.func.attr if isinstance(node.func, ast.Attribute) else \
+            getattr(node.func, "id", "")
+        for kind, (helper, keyword, default, _) in CHECKS.items():
+            if called != helper:
+                continue
+            value = default
+            for given in node.keywords:
+                if given.arg == keyword and isinstance(given.value, ast.Constant) \
+                        and isinstance(given.value.value, (int, float)):
+                    value = float(given.value.value)
+            tested = ast.unparse(node.args[0]) if node.args else ""
+            found.append((kind, tested, value))
+    return found
+
+
+def tiers_by_cell(instructor: dict[str, dict]) -> dict[str, tuple[str, tuple[float, ...]]]:
+    """Grade id → (kind, the tiers of every cell that checks the same function the same way)."""
+    checks = {gid: thresholds(source(cell)) for gid, cell in instructor.items()}
+    shared: dict[tuple[str, str], set[float]] = {}
+    for found in checks.values():
+        for kind, tested, value in found:
+            shared.setdefault((kind, tested), set()).add(value)
+    return {gid: (found[0][0], tuple(sorted(shared[found[0][0], found[0][1]])))
+            for gid, found in checks.items() if found}
+
+
+def measured_tests(per_student: dict[str, dict[str, tuple[str, float]]],
+                   instructor: dict[str, dict]) -> list[MeasuredTest]:
+    """The cohort's measurements per test cell (``per_student``: student → grade id → (kind,
+    value)), in the order of ``instructor`` (grade id → cell)."""
+    tiers = tiers_by_cell(instructor)
+    found = []
+    for gid in list(instructor) + sorted({g for m in per_student.values() for g in m}
+                                         - set(instructor)):
+        values = {s: m[gid][1] for s, m in per_student.items() if gid in m}
+        if values:
+            kind = next(m[gid][0] for m in per_student.values() if gid in m)
+            found.append(MeasuredTest(gid, kind, values, tiers.get(gid, (kind, ()))[1]))
+    return found
