@@ -249,7 +249,7 @@ def index_page(cohort: GradedCohort, reports: list[AssignmentReport],
     items = []
     for assignment, page in zip(cohort.assignments(), pages):
         report = by_name.get(assignment)
-        named = [g for g in report.mistakes if g.named]
+        named = [g for g in report.mistakes if g.named] if report else []
         said = (f": {len(report.rows)} submission(s), {len(report.graded)} graded; "
                 f"{sum(g.count for g in named)} named mistake(s) made, of {len(named)} kind(s)"
                 if report else ": could not be built")
