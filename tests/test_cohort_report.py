@@ -423,8 +423,9 @@ def test_measured_values_and_the_tiers_read_from_the_instructors_cells():
     assert thresholds(instructor["speed_4"]["source"]) == [("speed", "fast", 4.0)]
     assert thresholds(instructor["busy"]["source"]) == [("busy", "train", 0.8)]
     records = {gid: _test_cell(gid, {"passed": True, "measured": [
-        {"kind": gid.split("_")[0], "value": value}]})
-        for gid, value in (("speed_2", 3.5), ("speed_4", 3.5), ("busy", 0.9), ("leak", 10.0))}
+        {"kind": gid.split("_")[0], "value": value} for value in values]})
+        for gid, values in (("speed_2", [3.5]), ("speed_4", [3.5]), ("busy", [0.9, 0.95]),
+                            ("leak", [10.0, 80.0]))}   # a cell's worst: 0.9, 80 bytes a step
     per_student = {"s": measurements_in({"cells": list(records.values())}),
                    "t": {"speed_2": ("speed", 5.0)}}
     found = {m.grade_id: (m.kind, m.values, m.tiers) for m in
@@ -432,7 +433,7 @@ def test_measured_values_and_the_tiers_read_from_the_instructors_cells():
     assert found == {"speed_2": ("speed", {"s": 3.5, "t": 5.0}, (2.0, 4.0)),
                      "speed_4": ("speed", {"s": 3.5}, (2.0, 4.0)),
                      "busy": ("busy", {"s": 0.9}, (0.8,)),
-                     "leak": ("leak", {"s": 10.0}, (512.0,))}
+                     "leak": ("leak", {"s": 80.0}, (512.0,))}
 
 
 def test_the_judge_records_what_a_check_measured():
@@ -441,7 +442,8 @@ def test_the_judge_records_what_a_check_measured():
     from autograder.run.judge import Verdict, measurement
 
     speed = SimpleNamespace(speedup=4.21, ci=(3.9, 4.6))
-    leak = SimpleNamespace(kept_per_step=12.0, held_per_step=900.5)
+    leak = SimpleNamespace(kept_per_step=12.0, held_per_step=900.5 + 1536 * 1024 / 150,
+                           short=SimpleNamespace(steps=150))   # the slack: 1.5 MB a run
     assert measurement("speed", speed) == {"kind": "speed", "value": 4.21, "low": 3.9}
     assert measurement("busy", SimpleNamespace(utilization=0.83)) == {"kind": "busy",
                                                                       "value": 0.83}

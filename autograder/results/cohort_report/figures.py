@@ -57,10 +57,10 @@ def points_histogram(name: str, points: float, histogram: tuple[tuple[float, int
                                 f"students per score: {said}.")
 
 
-def measured_histogram(name: str, unit: str, values: list[float], tiers: tuple[float, ...]
-                       ) -> Figure:
+def measured_histogram(name: str, unit: str, values: list[float], tiers: tuple[float, ...],
+                       per_tier: list[str]) -> Figure:
     """The distribution of what a speed, busy-device or leak test measured, each tier a
-    dashed line."""
+    dashed line; ``per_tier`` says how many students each tier holds (for the alt text)."""
     figure, axes = _axes()
     axes.hist(values, bins=min(20, max(5, len(values) // 3)), color="#5f7f1f")
     for tier in tiers:
@@ -72,7 +72,7 @@ def measured_histogram(name: str, unit: str, values: list[float], tiers: tuple[f
     axes.set_title(name, fontsize=9)
     low, high = (min(values), max(values)) if values else (0.0, 0.0)
     middle = sorted(values)[len(values) // 2] if values else 0.0
-    above = ", ".join(f"{sum(v >= t for v in values)} at or above tier {t:g}" for t in tiers)
+    above = "; ".join(per_tier)
     return Figure(_png(figure), f"Histogram of the {unit} measured on {name} for "
-                                f"{len(values)} students: from {low:.3g} to {high:.3g}, median "
+                                f"{len(values)} student(s): from {low:.3g} to {high:.3g}, median "
                                 f"{middle:.3g}" + (f"; {above}" if above else "") + ".")

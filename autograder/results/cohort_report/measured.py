@@ -2,7 +2,8 @@
 
 The grader keeps each measurement in the test cell's verdict record
 (``metadata.tinyprof.verdict.measured``, run/judge.py: ``speed``, the speed-up; ``busy``, the
-share of the run the device was busy; ``leak``, bytes of growth per step). The tiers are the
+share of the run the device was busy; ``leak``, bytes of growth per step beyond the slack
+the test allows its runs, the number it holds to its tolerance). The tiers are the
 thresholds the instructor's test cells pass to ``expect_faster`` (``at_least``),
 ``expect_busy_device`` (``at_least``) and ``expect_leak_free`` (``tolerance``), read from their
 source; the cells of one kind that test the same function share their tiers (chapter 08's
@@ -19,7 +20,8 @@ from ...cells import grade_id, is_test, source
 #: kind → (the helper that measures it, its threshold's keyword, that keyword's default, unit)
 CHECKS = {"speed": ("expect_faster", "at_least", 2.0, "× speed-up"),
           "busy": ("expect_busy_device", "at_least", 0.8, "share of the run the device was busy"),
-          "leak": ("expect_leak_free", "tolerance", 1024.0, "bytes of growth per step")}
+          "leak": ("expect_leak_free", "tolerance", 1024.0,
+                   "bytes of growth per step beyond the slack of its runs")}
 
 
 @dataclass(frozen=True)
@@ -36,8 +38,14 @@ class MeasuredTest:
         return CHECKS[self.kind][3]
 
 
+#: kind → which of a cell's measurements it is graded by at worst (a cell may check twice:
+#: chapter 10's leak test runs at 400 steps and at 150)
+WORST = {"speed": min, "busy": min, "leak": max}
+
+
 def measurements_in(notebook: dict) -> dict[str, tuple[str, float]]:
-    """Grade id → (kind, value) of the first measurement each test cell recorded."""
+    """Grade id → (kind, value) of each test cell that recorded a measurement: the worst of
+    its measurements (the lowest speed-up or busy share, the highest growth)."""
     found = {}
     for cell in notebook.get("cells", []):
         record = cell.get("metadata", {}).get("tinyprof", {})
@@ -45,13 +53,16 @@ def measurements_in(notebook: dict) -> dict[str, tuple[str, float]]:
         measured = verdict.get("measured") if isinstance(verdict, dict) else None
         if not is_test(cell) or not isinstance(measured, list):
             continue
+        values: dict[str, list[float]] = {}
         for item in measured:
-            if isinstance(item, dict) and item.get("kind") in CHECKS:
-                try:
-                    found[grade_id(cell)] = (item["kind"], float(item["value"]))
-                    break
-                except (KeyError, TypeError, ValueError):
-                    continue
+            try:
+                if isinstance(item, dict) and item.get("kind") in CHECKS:
+                    values.setdefault(item["kind"], []).append(float(item["value"]))
+            except (KeyError, TypeError, ValueError):
+                continue
+        if values:
+            kind = next(iter(values))
+            found[grade_id(cell)] = (kind, WORST[kind](values[kind]))
     return found
 
 
@@ -104,3 +115,12 @@ def measured_tests(per_student: dict[str, dict[str, tuple[str, float]]],
             kind = next(m[gid][0] for m in per_student.values() if gid in m)
             found.append(MeasuredTest(gid, kind, values, tiers.get(gid, (kind, ()))[1]))
     return found
+
+
+def tier_counts(kind: str, values: list[float], tiers: tuple[float, ...]) -> list[str]:
+    """How many students each tier holds, in words: a speed-up or busy share reaches a tier
+    at or above it; growth per step above the tolerance is a leak."""
+    if kind == "leak":
+        return [f"{sum(v > t for v in values)} above the tolerance of {t:g} bytes a step"
+                for t in tiers]
+    return [f"{sum(v >= t for v in values)} at or above {t:g}" for t in tiers]

@@ -12,6 +12,7 @@ from ...release.publish import PRIVATE_MARK
 from .assemble import AssignmentReport
 from .figures import measured_histogram, points_histogram
 from .graded import GradedCohort
+from .measured import tier_counts
 from .statistics import QUINTILES
 
 #: Pairs listed in the similarity section (the most similar first).
@@ -19,7 +20,8 @@ PAIRS_SHOWN = 15
 STYLE = """
 body{font-family:system-ui,sans-serif;max-width:75em;margin:1em auto;padding:0 1em;
 color:#1a1a1a;background:#fff;line-height:1.4}
-table{border-collapse:collapse;margin:0.5em 0 1em}
+table{border-collapse:collapse;margin:0.5em 0 1em;font-size:0.92em}
+th code{font-weight:normal;font-size:0.85em}
 th,td{border:1px solid #767676;padding:0.2em 0.5em;text-align:left;vertical-align:top}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
 caption{text-align:left;font-weight:bold;padding:0.3em 0}
@@ -85,15 +87,15 @@ def _exercises(report: AssignmentReport) -> str:
              "total (n/a when either does not vary). Q1 to Q5: the mean score over the points "
              "of each fifth of the class by total score, lowest first.</p>",
              "<table><caption>Exercise statistics</caption><thead><tr>"
-             '<th scope="col">Exercise</th><th scope="col">Grade id</th>'
-             '<th scope="col">Points</th><th scope="col">Scored</th><th scope="col">Mean</th>'
+             '<th scope="col">Exercise (grade id)</th><th scope="col">Points</th>'
+             '<th scope="col">Scored</th><th scope="col">Mean</th>'
              '<th scope="col">SD</th><th scope="col">Difficulty</th>'
              f'<th scope="col">Discrimination</th>{quintiles}'
-             '<th scope="col">Awaiting a manual grade</th></tr></thead><tbody>']
+             '<th scope="col">Awaiting manual grade</th></tr></thead><tbody>']
     for s in report.stats:
         cells = "".join(f'<td class="num">{_num(q)}</td>' for q in s.quintiles)
-        lines.append(f'<tr><th scope="row">{_e(s.name)}</th><td><code>{_e(s.grade_id)}</code>'
-                     f'</td><td class="num">{s.points:g}</td><td class="num">{s.count}</td>'
+        lines.append(f'<tr><th scope="row">{_e(s.name)}<br><code>{_e(s.grade_id)}</code></th>'
+                     f'<td class="num">{s.points:g}</td><td class="num">{s.count}</td>'
                      f'<td class="num">{_num(s.mean)}</td><td class="num">{_num(s.sd)}</td>'
                      f'<td class="num">{_num(s.difficulty)}</td>'
                      f'<td class="num">{_num(s.discrimination)}</td>{cells}'
@@ -117,17 +119,18 @@ def _measured(report: AssignmentReport) -> str:
              "<table><caption>Measurements per test</caption><thead><tr>"
              '<th scope="col">Test</th><th scope="col">Measured</th>'
              '<th scope="col">Students</th><th scope="col">Median</th>'
-             '<th scope="col">At or above each tier</th></tr></thead><tbody>']
+             '<th scope="col">Students per tier</th></tr></thead><tbody>']
     figures = []
     for test in report.measured:
         values = sorted(test.values.values())
-        reached = ", ".join(f"tier {t:g}: {sum(v >= t for v in values)}" for t in test.tiers)
+        reached = "; ".join(tier_counts(test.kind, values, test.tiers))
         name = names.get(test.grade_id, test.grade_id)
         lines.append(f'<tr><th scope="row">{_e(name)}</th><td>{_e(test.unit)}</td>'
                      f'<td class="num">{len(values)}</td>'
                      f'<td class="num">{values[len(values) // 2]:.3g}</td>'
                      f"<td>{_e(reached) or 'no tier'}</td></tr>")
-        figures.append(measured_histogram(name, test.unit, values, test.tiers).img())
+        figures.append(measured_histogram(name, test.unit, values, test.tiers,
+                                          tier_counts(test.kind, values, test.tiers)).img())
     lines += ["</tbody></table>", '<div class="figures">', *figures, "</div></section>"]
     return "\n".join(lines)
 
