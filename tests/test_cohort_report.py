@@ -642,3 +642,19 @@ def test_the_report_has_no_axe_violation_in_headless_chromium(graded):
         driver.quit()
     print("axe violations:", {page: len(v) for page, v in found.items()})
     assert found == {"index.html": [], f"{CHAPTER}.html": []}
+
+
+def test_the_report_command_of_the_readme_and_the_instructors_page_is_accepted():
+    import shlex
+
+    from autograder.__main__ import parser
+
+    for page in (REPO / "README.md", REPO / "book" / "instructors.md"):
+        text = page.read_text(encoding="utf-8")
+        lines = [line.split("#")[0] for line in text.splitlines()
+                 if line.startswith(".venv/bin/python -m autograder report ")]
+        assert len(lines) == 1, page
+        args = parser().parse_args(shlex.split(lines[0])[3:])
+        assert args.command == "report"
+        picture = re.search(r"!\[([^\]]{40,})\]\(([^)]+\.png)\)", text)
+        assert picture and (page.parent / picture.group(2)).is_file(), page
