@@ -31,7 +31,12 @@ from autograder import samples
 from autograder.results.cohort_report import graded as graded_module
 from autograder.results.cohort_report.build import write_report
 from autograder.results.cohort_report.graded import ReportError, read_graded
-from autograder.results.cohort_report.measured import measured_tests, measurements_in, thresholds
+from autograder.results.cohort_report.measured import (
+    measured_tests,
+    measurements_in,
+    thresholds,
+    tier_counts,
+)
 from autograder.results.cohort_report.mistakes import (
     Failure,
     failures_in,
@@ -426,14 +431,20 @@ def test_measured_values_and_the_tiers_read_from_the_instructors_cells():
         {"kind": gid.split("_")[0], "value": value} for value in values]})
         for gid, values in (("speed_2", [3.5]), ("speed_4", [3.5]), ("busy", [0.9, 0.95]),
                             ("leak", [10.0, 80.0]))}   # a cell's worst: 0.9, 80 bytes a step
+    records["speed_2"]["metadata"]["tinyprof"]["verdict"]["measured"][0]["low"] = 3.1
     per_student = {"s": measurements_in({"cells": list(records.values())}),
-                   "t": {"speed_2": ("speed", 5.0)}}
-    found = {m.grade_id: (m.kind, m.values, m.tiers) for m in
+                   "t": {"speed_2": ("speed", 5.0, 4.0)}}
+    found = {m.grade_id: (m.kind, m.values, m.tiers, m.decided()) for m in
              measured_tests(per_student, instructor)}
-    assert found == {"speed_2": ("speed", {"s": 3.5, "t": 5.0}, (2.0, 4.0)),
-                     "speed_4": ("speed", {"s": 3.5}, (2.0, 4.0)),
-                     "busy": ("busy", {"s": 0.9}, (0.8,)),
-                     "leak": ("leak", {"s": 80.0}, (512.0,))}
+    assert found == {"speed_2": ("speed", {"s": 3.5, "t": 5.0}, (2.0, 4.0), [3.1, 4.0]),
+                     "speed_4": ("speed", {"s": 3.5}, (2.0, 4.0), [3.5]),
+                     "busy": ("busy", {"s": 0.9}, (0.8,), [0.9]),
+                     "leak": ("leak", {"s": 80.0}, (512.0,), [80.0])}
+    assert tier_counts("speed", [3.1, 4.0], (2.0, 4.0)) == [
+        "2 reach 2× (the 95% interval's lower bound)", "1 reach 4× (the 95% interval's lower "
+        "bound)"]
+    assert tier_counts("leak", [80.0, 600.0], (512.0,)) == [
+        "1 above the tolerance of 512 bytes a step"]
 
 
 def test_the_judge_records_what_a_check_measured():
@@ -541,6 +552,17 @@ def test_publish_refuses_a_report_page(tmp_path):
     with pytest.raises(PublishLeakError, match="would publish a cohort report"):
         check_no_leaks(site)
 
+
+def test_git_commits_nothing_of_the_report(tmp_path):
+    """Even where DIR's own .gitignore (grade writes one) is gone, the report's folder keeps
+    itself out of git."""
+    out = _fake_graded(tmp_path / "graded", {"a": {"cells": []}})
+    write_report(out)
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "add", "-A"], check=True)
+    listed = subprocess.run(["git", "-C", str(tmp_path), "ls-files"], check=True,
+                            capture_output=True, text=True).stdout.splitlines()
+    assert listed and not [name for name in listed if "/report/" in name], listed
 
 # -- a real graded cohort ---------------------------------------------------------------------
 

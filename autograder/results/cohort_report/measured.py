@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from ...cells import grade_id, is_test, source
 
 #: kind → (the helper that measures it, its threshold's keyword, that keyword's default, unit)
-CHECKS = {"speed": ("expect_faster", "at_least", 2.0, "× speed-up"),
+CHECKS = {"speed": ("expect_faster", "at_least", 2.0, "speed-up (×)"),
           "busy": ("expect_busy_device", "at_least", 0.8, "share of the run the device was busy"),
           "leak": ("expect_leak_free", "tolerance", 1024.0,
                    "bytes of growth per step beyond the slack of its runs")}
@@ -26,12 +26,19 @@ CHECKS = {"speed": ("expect_faster", "at_least", 2.0, "× speed-up"),
 
 @dataclass(frozen=True)
 class MeasuredTest:
-    """One test cell's measurements over the cohort (student → value) and the tiers drawn."""
+    """One test cell's measurements over the cohort (student → value) and the tiers drawn;
+    ``graded``: student → the number a tier is decided by (a speed-up's 95 % interval's lower
+    bound; the value itself for the others)."""
 
     grade_id: str
     kind: str
     values: dict[str, float]
     tiers: tuple[float, ...]
+    graded: dict[str, float] | None = None
+
+    def decided(self) -> list[float]:
+        """The numbers the tiers are decided by, one per student."""
+        return list((self.graded or self.values).values())
 
     @property
     def unit(self) -> str:
@@ -43,9 +50,10 @@ class MeasuredTest:
 WORST = {"speed": min, "busy": min, "leak": max}
 
 
-def measurements_in(notebook: dict) -> dict[str, tuple[str, float]]:
-    """Grade id → (kind, value) of each test cell that recorded a measurement: the worst of
-    its measurements (the lowest speed-up or busy share, the highest growth)."""
+def measurements_in(notebook: dict) -> dict[str, tuple[str, float, float]]:
+    """Grade id → (kind, value, the number its tier is decided by) of each test cell that
+    recorded a measurement: the worst of its measurements (the lowest speed-up or busy share,
+    the highest growth); a speed-up's tier is decided by its interval's lower bound."""
     found = {}
     for cell in notebook.get("cells", []):
         record = cell.get("metadata", {}).get("tinyprof", {})
@@ -53,16 +61,19 @@ def measurements_in(notebook: dict) -> dict[str, tuple[str, float]]:
         measured = verdict.get("measured") if isinstance(verdict, dict) else None
         if not is_test(cell) or not isinstance(measured, list):
             continue
-        values: dict[str, list[float]] = {}
+        values: dict[str, list[tuple[float, float]]] = {}
         for item in measured:
             try:
                 if isinstance(item, dict) and item.get("kind") in CHECKS:
-                    values.setdefault(item["kind"], []).append(float(item["value"]))
+                    value = float(item["value"])
+                    decided = float(item.get("low", value)) if item["kind"] == "speed" else value
+                    values.setdefault(item["kind"], []).append((value, decided))
             except (KeyError, TypeError, ValueError):
                 continue
         if values:
             kind = next(iter(values))
-            found[grade_id(cell)] = (kind, WORST[kind](values[kind]))
+            value, decided = WORST[kind](values[kind], key=lambda pair: pair[1])
+            found[grade_id(cell)] = (kind, value, decided)
     return found
 
 
@@ -102,18 +113,20 @@ def tiers_by_cell(instructor: dict[str, dict]) -> dict[str, tuple[str, tuple[flo
             for gid, found in checks.items() if found}
 
 
-def measured_tests(per_student: dict[str, dict[str, tuple[str, float]]],
+def measured_tests(per_student: dict[str, dict[str, tuple[str, float, float]]],
                    instructor: dict[str, dict]) -> list[MeasuredTest]:
     """The cohort's measurements per test cell (``per_student``: student → grade id → (kind,
-    value)), in the order of ``instructor`` (grade id → cell)."""
+    value, decided by)), in the order of ``instructor`` (grade id → cell)."""
     tiers = tiers_by_cell(instructor)
     found = []
     for gid in list(instructor) + sorted({g for m in per_student.values() for g in m}
                                          - set(instructor)):
-        values = {s: m[gid][1] for s, m in per_student.items() if gid in m}
-        if values:
-            kind = next(m[gid][0] for m in per_student.values() if gid in m)
-            found.append(MeasuredTest(gid, kind, values, tiers.get(gid, (kind, ()))[1]))
+        mine = {s: m[gid] for s, m in per_student.items() if gid in m}
+        if mine:
+            kind = next(iter(mine.values()))[0]
+            found.append(MeasuredTest(gid, kind, {s: v[1] for s, v in mine.items()},
+                                      tiers.get(gid, (kind, ()))[1],
+                                      {s: v[2] for s, v in mine.items()}))
     return found
 
 
@@ -122,5 +135,8 @@ def tier_counts(kind: str, values: list[float], tiers: tuple[float, ...]) -> lis
     at or above it; growth per step above the tolerance is a leak."""
     if kind == "leak":
         return [f"{sum(v > t for v in values)} above the tolerance of {t:g} bytes a step"
+                for t in tiers]
+    if kind == "speed":
+        return [f"{sum(v >= t for v in values)} reach {t:g}× (the 95% interval's lower bound)"
                 for t in tiers]
     return [f"{sum(v >= t for v in values)} at or above {t:g}" for t in tiers]

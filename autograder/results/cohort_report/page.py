@@ -123,14 +123,16 @@ def _measured(report: AssignmentReport) -> str:
     figures = []
     for test in report.measured:
         values = sorted(test.values.values())
-        reached = "; ".join(tier_counts(test.kind, values, test.tiers))
+        reached = "; ".join(tier_counts(test.kind, test.decided(), test.tiers))
         name = names.get(test.grade_id, test.grade_id)
-        lines.append(f'<tr><th scope="row">{_e(name)}</th><td>{_e(test.unit)}</td>'
+        lines.append(f'<tr><th scope="row">{_e(name)}<br><code>{_e(test.grade_id)}</code></th>'
+                     f"<td>{_e(test.unit)}</td>"
                      f'<td class="num">{len(values)}</td>'
                      f'<td class="num">{values[len(values) // 2]:.3g}</td>'
                      f"<td>{_e(reached) or 'no tier'}</td></tr>")
         figures.append(measured_histogram(name, test.unit, values, test.tiers,
-                                          tier_counts(test.kind, values, test.tiers)).img())
+                                          tier_counts(test.kind, test.decided(),
+                                                      test.tiers)).img())
     lines += ["</tbody></table>", '<div class="figures">', *figures, "</div></section>"]
     return "\n".join(lines)
 
