@@ -553,6 +553,21 @@ def test_publish_refuses_a_report_page(tmp_path):
         check_no_leaks(site)
 
 
+def test_students_code_and_names_are_escaped_on_the_page(tmp_path):
+    code = ("def linear_params(i, o, bias=True):\n    '</pre><script>alert(1)</script>'\n"
+            "    total = 0\n    for row in range(o):\n        for col in range(i):\n"
+            "            total += 1\n    return total + (o if bias else 0)\n")
+    cell = {"cell_type": "code", "source": code, "outputs": [], "metadata": {"nbgrader": {
+        "solution": True, "grade": False, "grade_id": "linear_params"}}}
+    out = _fake_graded(tmp_path / "graded", {"mallory<img src=x onerror=alert(1)>": {
+        "cells": [cell]}, "trent": {"cells": [cell]}})
+    write_report(out)
+    page = (out / "report" / f"{CHAPTER}.html").read_text(encoding="utf-8")
+    assert "<script" not in page and "<img src=x" not in page
+    assert "&lt;/pre&gt;&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "mallory&lt;img src=x onerror=alert(1)&gt; and trent</a>" in page   # a pair to look at
+
+
 def test_git_commits_nothing_of_the_report(tmp_path):
     """Even where DIR's own .gitignore (grade writes one) is gone, the report's folder keeps
     itself out of git."""

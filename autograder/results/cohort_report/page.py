@@ -111,7 +111,8 @@ def _measured(report: AssignmentReport) -> str:
     if not report.measured:
         return ('<section aria-labelledby="measured"><h2 id="measured">What the tests '
                 "measured</h2><p>No speed, busy-device or leak test recorded a measurement "
-                "in this assignment.</p></section>")
+                "in this assignment (a folder graded before the grader recorded them has "
+                "none: grade it again to see them).</p></section>")
     names = {e.grade_id: e.name for e in report.exercises}
     lines = ['<section aria-labelledby="measured"><h2 id="measured">What the tests measured'
              "</h2><p>The speed-ups, device busy shares and memory growth per step the grader "
@@ -216,6 +217,11 @@ def _similarity(report: AssignmentReport) -> str:
         lines.append(f"<p>No pair of the {compared} compared shares any fingerprint.</p>"
                      "</section>")
         return "\n".join(lines)
+    scores = sorted([p.similarity for p in report.pairs]
+                    + [0.0] * (compared - len(report.pairs)))
+    lines.append(f"<p>For comparison, the median pair of this class scores "
+                 f"{scores[len(scores) // 2]:.2f}, and {len(report.pairs)} of the {compared} "
+                 "pairs share any fingerprint at all.</p>")
     lines.append(f"<table><caption>The {len(pairs)} most similar of {compared} pairs"
                  "</caption><thead><tr>"
                  '<th scope="col">Rank</th><th scope="col">Students</th>'
