@@ -6,6 +6,7 @@ difficulty, discrimination and quintile scores; ``mistakes`` counts the named mi
 hints the hidden tests printed) and groups the other failures by message; ``measured`` reads
 what the speed, busy-device and leak tests measured (the judge's verdict record);
 ``similarity`` lists pairs of submissions whose answer cells are unusually alike (copydetect,
-the release's code as boilerplate); ``figures`` draws them; ``page`` writes one HTML page per
-assignment into DIR/report, kept out of git and out of every publish.
+the release's code as boilerplate); ``figures`` draws them; ``assemble`` gathers one
+assignment's parts, ``page`` renders its HTML, and ``build`` writes a page per assignment and
+an index into DIR/report, kept out of git and out of every publish.
 """
