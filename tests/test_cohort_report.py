@@ -402,11 +402,13 @@ def test_failures_group_by_hint_once_per_student_named_first():
                  Failure("d", "t2", "ZeroDivisionError", "division by zero", "n.ipynb"),
                  Failure("e", "t2", "ZeroDivisionError", "division by zero", "n.ipynb"),
                  Failure("f", "t2", "AssertionError", "f(3): expected 9, got 8", "n.ipynb")]
-    groups = group_failures(failures)
+    failures.append(Failure("g", "t0", "NameError", "name 'x' is not defined", "n.ipynb"))
+    groups = group_failures(failures, ["t2", "t1", "t0"])
     assert [(g.grade_id, g.text, g.named, g.students) for g in groups] == [
         ("t1", BIAS_HINT, True, ("a", "b", "c")),
         ("t2", "ZeroDivisionError: division by zero", False, ("d", "e")),
-        ("t2", "f(#): expected #, got #", False, ("f",))]
+        ("t2", "f(#): expected #, got #", False, ("f",)),
+        ("t0", "NameError: name '…' is not defined", False, ("g",))]
 
 
 def test_failures_come_from_the_verdict_record_or_else_the_error_output():

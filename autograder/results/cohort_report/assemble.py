@@ -61,7 +61,8 @@ def assignment_report(cohort: GradedCohort, assignment: str) -> AssignmentReport
     instructor = instructor_cells(assignment)
     return AssignmentReport(
         assignment=assignment, rows=rows, exercises=exercises, stats=stats,
-        mistakes=group_failures(failures), measured=measured_tests(measured, instructor),
+        mistakes=group_failures(failures, [e.grade_id for e in exercises]),
+        measured=measured_tests(measured, instructor),
         pairs=similar_pairs(codes, boilerplate), codes=codes, links=links,
         problems=_problems_of(cohort, assignment, rows) + cohort.unread[before:])
 

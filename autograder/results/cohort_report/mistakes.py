@@ -90,8 +90,10 @@ def failures_in(notebook: dict, student: str, name: str) -> list[Failure]:
     return found
 
 
-def group_failures(failures: list[Failure]) -> list[MistakeGroup]:
-    """Named groups, then unnamed ones; each by how many students, most first."""
+def group_failures(failures: list[Failure], order: list[str] = ()) -> list[MistakeGroup]:
+    """Named groups, then unnamed ones; each by how many students, most first, then in the
+    exercises' ``order`` (grade ids; others after, alphabetically)."""
+    rank = {gid: index for index, gid in enumerate(order)}
     groups: dict[tuple[str, str, bool], dict[str, str]] = {}
     for failure in failures:
         hint = hint_of(failure.message)
@@ -101,4 +103,5 @@ def group_failures(failures: list[Failure]) -> list[MistakeGroup]:
     found = [MistakeGroup(gid, text, named, tuple(sorted(members)),
                           tuple(members[s] for s in sorted(members)))
              for (gid, text, named), members in groups.items()]
-    return sorted(found, key=lambda g: (not g.named, -g.count, g.grade_id, g.text))
+    return sorted(found, key=lambda g: (not g.named, -g.count, rank.get(g.grade_id, len(rank)),
+                                        g.grade_id, g.text))
