@@ -134,6 +134,15 @@ the grading parent as each result merges (flags, gradebook, ``grades.csv``):
   ``gradebook``: only the parent writes the cohort's gradebook. *Threat*: CSV injection, a
   forged gradebook, an error when graded behind a full score, what the kernel saw while graded
   carried out through a note.
+- ``cohort_report`` (``python -m autograder report DIR``, a command of its own, after grading;
+  read by the instructor alone): ``statistics`` per exercise (mean, SD, difficulty,
+  discrimination, quintiles), ``mistakes`` (the hints that fired, by frequency), ``measured``
+  (what the speed, busy-device and leak tests measured, from the verdict records), ``similarity``
+  (copydetect over the answer cells, the release as boilerplate: pairs to look at), drawn by
+  ``figures`` and written by ``page`` and ``build`` from what ``graded`` reads in DIR, into
+  DIR/report. *Threat*: grades and students' code published or committed (every page carries
+  the mark ``publish`` refuses, the folder its own ``.gitignore``), a similarity score taken for
+  a verdict, a student's code run as HTML in the instructor's browser (escaped).
 - ``export`` (a command of its own, after grading): a row not graded, timed out, unreadable or
   flagged never reaches the LMS as a number; ``lms`` fills only the chapter's cells of the LMS's
   own file, every other byte kept. *Threat*: a score nobody reviewed landing in the gradebook,

@@ -1,4 +1,4 @@
-"""Command line: ``python -m autograder release | publish | grade | export | demo``."""
+"""Command line: ``python -m autograder release | publish | grade | export | report | demo``."""
 
 from __future__ import annotations
 
@@ -56,6 +56,10 @@ def parser() -> argparse.ArgumentParser:
                      help="grade only this student (again), keeping everyone else's grades; "
                           "repeatable")
     _export_parser(commands)
+    rep = commands.add_parser("report", help="after grade: the cohort report (statistics per "
+                                             "exercise, named mistakes, what needs a look, "
+                                             "similar answers), offline, into DIR/report")
+    rep.add_argument("graded", type=Path, metavar="DIR", help="a folder `grade` wrote")
     demo = commands.add_parser("demo", help="grade the shipped sample submissions, then export")
     demo.add_argument("--out", type=Path, default=None,
                       help="folder for the demo (default: grading/demo in the repository)")
@@ -93,6 +97,20 @@ def _export(args: argparse.Namespace) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(report.text(), end="")
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from .results.cohort_report.build import write_report
+    from .results.cohort_report.graded import ReportError
+
+    try:
+        pages = write_report(args.graded)
+    except (OSError, ReportError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(f"cohort report: {pages[0]} ({len(pages) - 1} assignment page(s); private: keep it "
+          "off the web and out of git)")
     return 0
 
 
@@ -140,6 +158,9 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.command == "export":
         return _export(args)
+
+    if args.command == "report":
+        return _report(args)
 
     from .grade import GradingInterrupted, grade
 

@@ -24,6 +24,8 @@ PRINTS = {
                               rf"keeps what is freed +fresh, kept \(speed test\) at 2: "
                               rf"{NUMBER}× \[{NUMBER}, {NUMBER}\], {NUMBER}"],
     "bench_check_cost.py": [rf"10_leaks +{NUMBER} +{NUMBER} +{NUMBER}× +\d+/\d+ \d+/\d+"],
+    "bench_cohort_report.py": [rf"cohort report of 30 students: {NUMBER} s",
+                               rf"{NUMBER} pairs compared\): {NUMBER} s"],
     "bench_chapters.py": [rf"01_parameters +{NUMBER} +\d+% +\d+ +\d+ +\d+ +\d+ +\d+% +\d+%"],
     "bench_cli_startup.py": [rf"import tinyprof / import numpy, median of the 2 per-round "
                              rf"ratios: {NUMBER}"],
@@ -81,8 +83,9 @@ def test_every_benchmark_has_a_quick_run_checked_here():
 #: run is a process of its own that takes seconds (bench_check_cost.py: 166 s on a loaded
 #: machine), so all are ``slow``: ``make test-fast`` leaves them to ``make test``.
 GRADING = [pytest.mark.kernel, pytest.mark.sandbox]
-TIERS = {"bench_chapters.py": [pytest.mark.kernel], "bench_dask.py": [*GRADING,
-                                                                      pytest.mark.cohort],
+TIERS = {"bench_chapters.py": [pytest.mark.kernel],
+         "bench_cohort_report.py": [*GRADING, pytest.mark.cohort],
+         "bench_dask.py": [*GRADING, pytest.mark.cohort],
          "bench_execution_stall.py": [pytest.mark.kernel], "bench_grading.py": GRADING,
          "bench_socket_memory.py": [pytest.mark.sandbox], "bench_speed_grading.py": GRADING}
 

@@ -49,6 +49,9 @@ TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 INSTRUCTOR_PACKAGES = ("jupyter-book", "nbgrader", "nbval", "pytest", "ruff", "nbclient", "dask",
                        "distributed", "transformers")
 INSTRUCTOR_PAGE = "book/instructors"
+#: The mark every page of the cohort report carries (``python -m autograder report``: grades
+#: and students' code); publishing refuses any file that holds it.
+PRIVATE_MARK = "tinyprof cohort report: private to the instructors, never published"
 #: Files the chapters write next to themselves (05 and 07: a Chrome trace; 06: its benchmark
 #: records and report); the student repository's git ignores them, as this repository's does.
 CHAPTER_OUTPUTS = ("gpt_step_trace.json", "baseline.json", "current.json", "benchmark_report.md",
@@ -242,11 +245,16 @@ def check_no_leaks(out: Path, root: Path = course.REPO_ROOT) -> None:
     secrets, _ = secret_lines(root)
     for path in sorted(p for p in out.rglob("*") if p.is_file() and ".git" not in p.parts):
         text = _searchable(path)
+        if PRIVATE_MARK in text:
+            raise PublishLeakError(f"{path}: would publish a cohort report (grades and "
+                                   "students' code); nothing was pushed. Remove it and publish "
+                                   "again")
         found = [m for m in MARKERS if m in text] or [s for s in secrets if s in text]
         if found:
             raise PublishLeakError(f"{path}: would publish {found[0]!r} (solution or hidden-test "
                                    "text); nothing was pushed. Remove it and publish again")
 
 
-__all__ = ["CHAPTER_OUTPUTS", "INSTRUCTOR_PACKAGES", "PublishLeakError", "STUDENT_PACKAGES",
-           "check_no_leaks", "local_setup", "publish", "secret_lines", "student_pyproject"]
+__all__ = ["CHAPTER_OUTPUTS", "INSTRUCTOR_PACKAGES", "PRIVATE_MARK", "PublishLeakError",
+           "STUDENT_PACKAGES", "check_no_leaks", "local_setup", "publish", "secret_lines",
+           "student_pyproject"]

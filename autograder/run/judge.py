@@ -92,11 +92,39 @@ class Verdict:
     message: str = ""
     printed: str = ""
     review: list[str] = field(default_factory=list)
+    #: What the grader measured in the test (:func:`measurement`): a speed-up, the device's
+    #: busy share, memory growth per step; read by the cohort report (results.cohort_report).
+    measured: list[dict] = field(default_factory=list)
 
     def record(self) -> dict:
         """The typed record kept in the autograded notebook."""
-        return {"version": VERDICT_VERSION, "passed": self.passed, "ename": self.ename,
-                "message": self.message}
+        record = {"version": VERDICT_VERSION, "passed": self.passed, "ename": self.ename,
+                  "message": self.message}
+        return {**record, "measured": self.measured} if self.measured else record
+
+
+def measurement(kind: str, result: Any) -> dict | None:
+    """Plain data for what a speed (``speed``: the speed-up and its 95 % interval's lower
+    bound), busy-device (``busy``: the share of the run the device was busy) or leak test
+    (``leak``: bytes of growth per step beyond the slack its runs are allowed, the larger of
+    what the loop kept and held: the number the test holds to its tolerance) measured;
+    None when ``result`` does not have it (the measurement itself is never in doubt)."""
+    try:
+        if kind == "speed":
+            return {"kind": kind, "value": round(float(result.speedup), 4),
+                    "low": round(float(result.ci[0]), 4)}
+        if kind == "busy":
+            return {"kind": kind, "value": round(float(result.utilization), 4)}
+        if kind == "leak":   # what expect_leak_free holds to its tolerance (memcheck.py)
+            from tinyprof.memcheck import HELD_SLACK, KEPT_SLACK
+
+            steps = result.short.steps
+            return {"kind": kind, "value": round(float(max(
+                result.kept_per_step - KEPT_SLACK / steps,
+                result.held_per_step - HELD_SLACK / steps)), 1)}
+    except Exception:  # noqa: BLE001 - a record for the report only: never fail a test for it
+        return None
+    return None
 
 
 class Kernel:
@@ -154,13 +182,21 @@ class Judge:
         self.memory = memory   # memory_check.LeakBench: expect_leak_free's readings
         self.pipeline = pipeline   # pipeline_check.PipelineBench: expect_busy_device's device
         self.broken = False   # a fatal error ended the conversation: send nothing more
+        self.measured: list[dict] = []   # what this test measured (Verdict.measured)
         self._routes: dict[str, str] | None = None
         self._extras: set[str] = set()
 
     # -- running a test cell ----------------------------------------------------------------
 
     def run(self, source: str, prelude: str, label: str = "test") -> Verdict:
-        """Run a test cell's ``source`` after ``prelude`` (the instructor's library imports)."""
+        """Run a test cell's ``source`` after ``prelude`` (the instructor's library imports);
+        the verdict holds what the test's speed, busy-device and leak checks measured."""
+        self.measured = []
+        verdict = self._decide(source, prelude, label)
+        verdict.measured = list(self.measured)
+        return verdict
+
+    def _decide(self, source: str, prelude: str, label: str) -> Verdict:
         import tinyprof.testing as testing
 
         namespace: dict[str, Any] = {"__name__": "tinyprof_judge", "__builtins__": builtins}
@@ -243,14 +279,17 @@ class Judge:
         if self.speed is None:
             raise RuntimeError("this grader runs no clean kernel, so it cannot time a speed "
                                "test: grade with python -m autograder grade")
-        return self.speed.measure(self, candidate, baseline, make_inputs, **settings)
+        return self._measured("speed", self.speed.measure(self, candidate, baseline,
+                                                          make_inputs, **settings))
 
     def measure_leaks(self, loop: Any, **settings: Any) -> Any:
         """``expect_leak_free``'s run, memory read by the grader (run/memory_check.py)."""
         if self.memory is None:
             raise RuntimeError("this grader cannot read the kernel's memory: grade with python -m "
                                "autograder grade")
-        return self.memory.measure(self, loop, **settings)
+        got, check = self.memory.measure(self, loop, **settings)
+        self._measured("leak", check)
+        return got, check
 
     def measure_pipeline(self, loop: Any, task: Any) -> tuple[Any, Any]:
         """``expect_busy_device``'s run on the grader's storage and device
@@ -261,7 +300,16 @@ class Judge:
         if type(loop) is not Kernel:
             raise TypeError("expect_busy_device runs a function of the student's notebook: pass it "
                             f"by its name, got {type(loop).__name__}")
-        return self.pipeline.measure(self, loop, task)
+        got, check = self.pipeline.measure(self, loop, task)
+        self._measured("busy", check)
+        return got, check
+
+    def _measured(self, kind: str, result: Any) -> Any:
+        """Keep what a check measured for the verdict's record; ``result`` unchanged."""
+        found = measurement(kind, result)
+        if found is not None:
+            self.measured.append(found)
+        return result
 
     def _route(self, claimed: Any) -> tuple[str, str] | None:
         """The route a ReferenceUnavailable named, if it is one the switch really turns off
