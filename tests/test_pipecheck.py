@@ -184,7 +184,8 @@ def test_the_source_offers_the_class_nothing_but_iteration():
         if scenario.shape != "generator" and scenario.stop_after != 0 and \
                 scenario.fails_at not in (0, 1):
             first, second = next(copy.copy(source)), next(source)
-            assert first != second, f"a copy of a {scenario.shape} started a stream of its own"
+            assert not (first is second or type(first) is int and first == second), \
+                f"a copy of a {scenario.shape} started a stream of its own"
 
 
 def test_the_verdict_is_decided_from_plain_values():

@@ -43,8 +43,12 @@ cell runs in the judge), recomputes the plan from the seed and decides:
 *Nothing to call, nothing to recognise.* The source handed to the class has the shape a
 student's own source has, drawn for each scenario from :data:`SHAPES` (a generator, an iterator
 class of a drawn name, a ``map``, a ``callable_iterator``), with nothing but the iterator
-protocol to call: a class that keeps its promises only for the probe's kind of source breaks
-them in the scenarios of another kind. What the source observes lives
+protocol to call; its items are drawn from :data:`ITEMS` (integers, or tuples, arrays and dicts
+carrying one); its own exception class has a drawn name and module (:data:`ERROR_NAMES`,
+:data:`ERROR_MODULES`); and the consumer runs in the caller's thread (the notebook's main
+thread, stopped by ``SIGALRM`` if it hangs) or in a thread whose target looks like a notebook's,
+drawn too. A class that keeps its promises only for what the probe looks like breaks them in
+the scenarios that look otherwise. What the source observes lives
 in closures and in the probe's frames, which a class reaches only through reflection that the
 static review flags (``__closure__``, frames, ``gc.get_referrers``); the consumer's thread,
 which the class can find (``threading.current_thread()``), runs its scenario once, however
@@ -73,7 +77,7 @@ _sleep = time.sleep
 _clock = time.monotonic
 
 #: The exceptions a source raises; every drive raises each of them once, at its own position
-#: ("SourceFailed" is a class of the probe's, made anew for each drive).
+#: ("SourceFailed" is a class of the probe's, made anew for each drive under a drawn name).
 ERRORS = ("ValueError", "KeyError", "OSError", "RuntimeError", "ZeroDivisionError",
           "IndexError", "SourceFailed")
 #: Seconds a slow consumer waits for the next item's loading to begin before it asks anyway.
@@ -98,6 +102,16 @@ REPORT_VERSION = 1
 #: function's generator, an instance of an iterator class (with ``__slots__`` or without),
 #: ``map(f, ...)``, ``iter(f, end)``.
 SHAPES = ("generator", "class", "slotted class", "map", "callable")
+#: What a scenario's items are (drawn): the integers the grader checks, or objects carrying one
+#: as a training loop's items are (a batch's (x, y) tuple, an array, a dict), told apart by the
+#: probe by identity, never by a mark a class could read.
+ITEMS = ("int", "tuple", "array", "dict")
+#: The names and modules an exception class of the probe's is given (drawn at every drive): a
+#: library's or the notebook's own, never tinyprof's.
+ERROR_NAMES = ("SourceFailed", "ReadError", "DecodeError", "UnidentifiedImageError",
+               "BadZipFile", "CorruptBatch", "LoaderError", "FetchError")
+ERROR_MODULES = ("__main__", "PIL.Image", "zipfile", "urllib3.exceptions",
+                 "requests.exceptions", "datasets.builder", "numpy.exceptions")
 #: The qualified names a source's generator function or iterator class is given (drawn): a
 #: student's own, and those of the chapter's sources (``Dataset.batches``, ...), so a class right
 #: for every source so named is right for every source the chapter has.
@@ -138,7 +152,10 @@ class Scenario:
     ``stop_after``: the consumer stops after that many items (endless source) and closes
     ``close_while`` the loader is "blocked" on a full queue, "pulling" (inside the slow pull
     of item ``slow_at``) or "starting" (at once); ``shape``: the kind of source (one of
-    :data:`SHAPES`), ``name`` its function's or class's name."""
+    :data:`SHAPES`), ``name`` its function's or class's name; ``item``: what its items are
+    (one of :data:`ITEMS`); ``thread``: where the consumer runs, in a thread of its own
+    ("own") or in the thread that called :func:`drive_prefetcher` ("caller": a notebook's
+    main thread)."""
 
     number: int
     depth: int
@@ -152,6 +169,8 @@ class Scenario:
     slow_at: int | None = None
     shape: str = "class"
     name: str = "batches"
+    item: str = "int"
+    thread: str = "own"
 
     @property
     def received(self) -> int:
@@ -166,8 +185,9 @@ class Scenario:
         pace = ("read at once" if self.source == "fast" else "each read in up to 1.5 ms") + \
             f", {SHAPE_WORDS[self.shape]}"
         if self.fails_at is not None:
-            source = (f"a source ({pace}) that raises {self.error} when asked for item "
-                      f"{self.fails_at}")
+            error = ("an exception of its own class (a library's or the notebook's)"
+                     if self.error == "SourceFailed" else self.error)
+            source = f"a source ({pace}) that raises {error} when asked for item {self.fails_at}"
         elif self.close_while == "starting":
             source = "an endless source; close() called at once, before any item"
         elif self.stop_after is not None:
@@ -178,8 +198,9 @@ class Scenario:
                       f"item(s) and calls close() {where}")
         else:
             source = f"a source of {self.items} items ({pace})"
+        thread = "in the notebook's own thread" if self.thread == "caller" else "in a thread"
         return (f"scenario {self.number + 1} of {total} (depth {self.depth}; a {self.consumer} "
-                f"consumer; {source})")
+                f"consumer {thread}; {source}; items: {ITEM_WORDS[self.item]})")
 
 
 def plan(depth: int, seed: int) -> list[Scenario]:
@@ -216,11 +237,19 @@ def plan(depth: int, seed: int) -> list[Scenario]:
         dict(consumer="fast", source="fast", stop_after=0, close_while="starting"),
     ]
     rng.shuffle(kinds)
-    shapes = random.Random(f"prefetcher shapes {depth} {int(seed)}")   # drawn apart: the rest
-    kinds_of_source = list(SHAPES) * -(-len(kinds) // len(SHAPES))     # of the plan is as before
-    shapes.shuffle(kinds_of_source)
-    return [Scenario(number, depth, **kind, shape=shape, name=shapes.choice(SOURCE_NAMES))
-            for number, (kind, shape) in enumerate(zip(kinds, kinds_of_source))]
+    looks = random.Random(f"prefetcher shapes {depth} {int(seed)}")   # drawn apart: the rest
+    return [Scenario(number, depth, **kind, shape=shape, name=looks.choice(SOURCE_NAMES),
+                     item=item, thread=thread)                       # of the plan is as before
+            for number, (kind, shape, item, thread) in enumerate(zip(
+                kinds, _spread(SHAPES, len(kinds), looks), _spread(ITEMS, len(kinds), looks),
+                _spread(("caller", "own"), len(kinds), looks)))]
+
+
+def _spread(choices: tuple[str, ...], count: int, rng: random.Random) -> list[str]:
+    """``count`` of ``choices``, each as often as the others (within one), in a drawn order."""
+    spread = list(choices) * -(-count // len(choices))
+    rng.shuffle(spread)
+    return spread[:count]
 
 
 def item_values(depth: int, seed: int, number: int):
@@ -271,12 +300,16 @@ class _Patience:
 
 
 def _error_classes() -> dict[str, type]:
+    """The exception classes of a drive by :data:`ERRORS` name: the built-in ones, and the
+    probe's own for "SourceFailed", made anew under a drawn name and module (a library's or the
+    notebook's), so no list of types or modules catches it."""
     import builtins
 
-    class SourceFailed(Exception):
-        """The probe's own exception class: no library's, so no list of types catches it."""
-
-    return {name: getattr(builtins, name, SourceFailed) for name in ERRORS}
+    draw = random.SystemRandom()
+    name = draw.choice(ERROR_NAMES)
+    own = type(name, (Exception,), {"__module__": draw.choice(ERROR_MODULES),
+                                    "__qualname__": name})
+    return {error: getattr(builtins, error, own) for error in ERRORS}
 
 
 class _Watch:
@@ -287,6 +320,8 @@ class _Watch:
         self.lock = threading.Lock()
         self.values = item_values(scenario.depth, seed, scenario.number)
         self.made: list[int] = []
+        self.items: list[Any] = []
+        self.index_of: dict[int, int] = {}
         self.started: dict[int, threading.Event] = {}
         self.next_index = 0
         self.finished = False
@@ -308,6 +343,26 @@ class _Watch:
         self.left_running = 0
         self.others_left = 0
         self.ended_after: float | None = None
+
+    def item(self, index: int) -> Any:
+        """Item ``index`` of the source (made when first pulled; call with the lock held)."""
+        while len(self.made) <= index:
+            value = next(self.values)
+            made = _item(self.scenario.item, value)
+            self.index_of[id(made)] = len(self.made)
+            self.made.append(value)
+            self.items.append(made)
+        return self.items[index]
+
+    def value_of(self, item: Any) -> int:
+        """The value the grader checks for an item the consumer got: its own when it is one
+        of the source's items (an int equal to it; any other kind, that very object), else
+        -1."""
+        if self.scenario.item == "int":
+            return item if type(item) is int else -1
+        with self.lock:
+            index = self.index_of.get(id(item))
+            return self.made[index] if index is not None and self.items[index] is item else -1
 
     def event(self, index: int) -> threading.Event:
         with self.lock:
@@ -359,9 +414,7 @@ def _source(watch: _Watch, errors: dict[str, type]) -> Any:
                 watch.finished = True
                 watch.failure = errors[scenario.error](f"item {index} cannot be read")
                 raise watch.failure
-            while len(watch.made) <= index:
-                watch.made.append(next(watch.values))
-            value = watch.made[index]
+            value = watch.item(index)
         if index == scenario.slow_at:
             _sleep(SLOW_PULL)
         elif scenario.source == "slow":
@@ -371,6 +424,24 @@ def _source(watch: _Watch, errors: dict[str, type]) -> Any:
         return value
 
     return _shaped(pull, scenario.shape, scenario.name)
+
+
+#: How a scenario's description names its kind of item.
+ITEM_WORDS = {"int": "integers", "tuple": "(array, integer) tuples", "array": "arrays",
+              "dict": "dicts"}
+
+
+def _item(kind: str, value: int) -> Any:
+    """An item of ``kind`` carrying ``value`` (the probe knows it by identity)."""
+    if kind == "int":
+        return value
+    import numpy as np
+
+    if kind == "tuple":
+        return np.full(4, value & 0xFF, dtype=np.uint8), value
+    if kind == "array":
+        return np.array([value], dtype=np.int64)
+    return {"x": np.full(2, value & 7, dtype=np.float32), "y": value}
 
 
 #: How a scenario's description names its kind of source.
@@ -423,24 +494,65 @@ def _shaped(pull: Callable[[], Any], shape: str, name: str) -> Any:
     return Source()
 
 
+class _Hung(BaseException):
+    """Raised in the caller's thread when its scenario has run :data:`HANG_SECONDS`."""
+
+
+def _raise_hung(signum: int, frame: Any) -> None:
+    raise _Hung
+
+
 def _run(prefetcher: Callable, scenario: Scenario, seed: int,
          patience: tuple[_Patience, ...], errors: dict[str, type]) -> dict[str, Any]:
-    """One scenario, its consumer in a thread of its own (so that a prefetcher that blocks
-    costs HANG_SECONDS, not the kernel)."""
+    """One scenario, its consumer in the caller's thread (stopped by SIGALRM after
+    HANG_SECONDS: a notebook's main thread, where a training loop runs) or in a thread of its
+    own (which a prefetcher that blocks costs HANG_SECONDS, not the kernel); in a caller that is
+    not the main thread, where no signal can stop it, always the latter."""
     watch = _Watch(scenario, seed)
     source = _source(watch, errors)
+    if scenario.thread == "caller" and threading.current_thread() is threading.main_thread():
+        hung = _run_here(prefetcher, source, watch, patience)
+    else:
+        hung = _run_in_a_thread(prefetcher, source, watch, patience)
+    record = watch.record()
+    record["hung"] = hung
+    return record
+
+
+def _run_here(prefetcher: Callable, source: Any, watch: _Watch,
+              patience: tuple[_Patience, ...]) -> bool:
+    """The consumer in this (main) thread; whether it hung (SIGALRM after HANG_SECONDS, then
+    every half second, in case the class swallows the first)."""
+    import signal
+
+    previous = signal.signal(signal.SIGALRM, _raise_hung)
+    signal.setitimer(signal.ITIMER_REAL, HANG_SECONDS, 0.5)
+    try:
+        _consume(prefetcher, source, watch, patience)
+        return False
+    except _Hung:
+        return True
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _run_in_a_thread(prefetcher: Callable, source: Any, watch: _Watch,
+                     patience: tuple[_Patience, ...]) -> bool:
+    """The consumer in a thread of its own, whose target looks like a notebook's function;
+    whether it was still running after HANG_SECONDS."""
     once = threading.Lock()
 
-    def consume() -> None:
+    def train() -> None:
         if once.acquire(blocking=False):   # the thread's target, run again by the class: nothing
             _consume(prefetcher, source, watch, patience)
 
-    consumer = threading.Thread(target=consume, daemon=True)
+    train.__module__ = "__main__"
+    train.__qualname__ = "train"
+    consumer = threading.Thread(target=train, daemon=True)
     consumer.start()
     consumer.join(HANG_SECONDS)
-    record = watch.record()
-    record["hung"] = consumer.is_alive()
-    return record
+    return consumer.is_alive()
 
 
 def _consume(prefetcher: Callable, source: Any, watch: _Watch,
@@ -506,7 +618,7 @@ def _take(loader: Any, watch: _Watch, patience: _Patience) -> None:
         with watch.lock:
             watch.handed += 1
             watch.asking = False
-        watch.got.append(item if type(item) is int else -1)
+        watch.got.append(watch.value_of(item))
         if slow:
             _sleep(rng.uniform(5e-4, 3e-3))
     watch.ending = "stopped" if scenario.stop_after is not None else "more"
@@ -527,8 +639,12 @@ def _before_close(watch: _Watch, patience: _Patience) -> None:
 def _note(watch: _Watch, where: str, error: BaseException) -> None:
     if watch.exception is not None:
         return
+    if isinstance(error, (_Hung, KeyboardInterrupt)):   # the drive's end, or the student's
+        raise error
     failure = watch.failure
-    watch.exception = {"where": where, "type": type(error).__name__,
+    same = failure is not None and type(error) is type(failure)
+    watch.exception = {"where": where,
+                       "type": watch.scenario.error if same else type(error).__name__,
                        "original": failure is not None and error is failure,
                        "source_type": failure is not None and type(error) is type(failure)}
 
@@ -774,9 +890,9 @@ _BROKEN: dict[str, Callable[[Scenario, dict, int], str]] = {
     REPLACED: _replaced, LEFT_RUNNING: _left_running}
 
 
-__all__ = ["BLOCKED", "EARLY", "ERRORS", "GRACE", "HANG_SECONDS", "IN_CONSUMER", "KEPT",
-           "LEFT_RUNNING", "MALFORMED", "NOT_AHEAD", "LONGEST", "PATIENCE", "PROMISES", "RAISED",
-           "REPLACED", "REPORT_VERSION", "SHAPES", "SOURCE_NAMES", "SWALLOWED", "UNBOUNDED",
-           "WRONG_ITEMS", "PromiseCheck",
-           "Scenario", "check_prefetcher", "drive_prefetcher", "first_values", "item_values",
-           "plan"]
+__all__ = ["BLOCKED", "EARLY", "ERRORS", "ERROR_MODULES", "ERROR_NAMES", "GRACE",
+           "HANG_SECONDS", "IN_CONSUMER", "ITEMS", "KEPT", "LEFT_RUNNING", "LONGEST",
+           "MALFORMED", "NOT_AHEAD", "PATIENCE", "PROMISES", "RAISED", "REPLACED",
+           "REPORT_VERSION", "SHAPES", "SOURCE_NAMES", "SWALLOWED", "UNBOUNDED", "WRONG_ITEMS",
+           "PromiseCheck", "Scenario", "check_prefetcher", "drive_prefetcher", "first_values",
+           "item_values", "plan"]

@@ -111,6 +111,8 @@ REFLECTION = frozenset({"__code__", "__globals__", "__closure__", "__defaults__"
                         "__setattr__", "__delattr__", "co_filename", "FunctionType",
                         "CodeType", "gi_code", "cr_code", "ag_code", "__reduce__",
                         "__reduce_ex__"})
+#: Expressions that build a name as the code runs (``"co_" + "name"``, an f-string, a call).
+BUILT_NAMES = (ast.BinOp, ast.JoinedStr, ast.Call, ast.Subscript)
 WRITERS = frozenset({"update", "setdefault", "pop", "popitem", "clear", "__setitem__",
                      "__delitem__"})
 FRAMES = frozenset({"currentframe", "stack", "getouterframes", "getinnerframes", "trace",
@@ -541,6 +543,13 @@ class _Review(ast.NodeVisitor):
     # calls
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
+        called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+        if called == "catch_warnings" and any(
+                k.arg == "record" and not (isinstance(k.value, ast.Constant) and not k.value.value)
+                for k in node.keywords):
+            self.flag(node, "records warnings, whose file and line name the code that called "
+                            "(the grader's, when graded): a way to read the call stack",
+                      sure=False)
         if any(k.arg == "allow_pickle" and not (isinstance(k.value, ast.Constant)
                                                 and not k.value.value) for k in node.keywords):
             self.flag(node, "loads with allow_pickle, which runs whatever code a pickle names "
@@ -572,6 +581,10 @@ class _Review(ast.NodeVisitor):
                 self._module_use(node, kind[7:], _constant_string(node.args[1]) or "?")
             elif kind == "sys" and _constant_string(node.args[1]) in SYS_HOOKS:
                 self.flag(node, f"uses sys.{_constant_string(node.args[1])}")
+            elif not kind and isinstance(node.args[1], BUILT_NAMES) and \
+                    not self._own_fields(node.args[0]):
+                self.flag(node, "getattr() with an attribute name built as it runs: what it "
+                                "reads is out of the review's sight", sure=False)
         elif name == "open" and _writes_python(node):
             self.flag(node, "writes a Python file, which an import would run without review")
         elif name == "globals":
@@ -748,6 +761,9 @@ class _Review(ast.NodeVisitor):
                         "from its author's own and behave otherwise", sure=False)
 
     def visit_Constant(self, node: ast.Constant) -> None:
+        if isinstance(node.value, str) and node.value in REFLECTION:
+            self.flag(node, f"names .{node.value} in a string, which reaches into code or "
+                            "frames")
         if isinstance(node.value, str) and tells.machine_path(node.value) and \
                 not getattr(node, "_told", False):
             self._machine_path(node, node.value)
@@ -757,6 +773,9 @@ class _Review(ast.NodeVisitor):
                             "from its author's own and behave otherwise", sure=False)
 
     def visit_BinOp(self, node: ast.BinOp) -> None:
+        if _joined(node) in REFLECTION:
+            self.flag(node, f"builds the name .{_joined(node)} in a string, which reaches into "
+                            "code or frames")
         joined = None if getattr(node, "_told", False) else _joined(node)
         if joined is not None and tells.machine_path(joined):
             self._machine_path(node, joined)

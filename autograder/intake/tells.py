@@ -72,6 +72,8 @@ STACK_READERS = {
     "inspect": frozenset({"stack", "currentframe", "getouterframes", "getframeinfo", "trace"}),
     "sys": frozenset({"_getframe", "_current_frames", "_getframemodulename"}),
 }
+#: What reads the call stack on any object (a logger's ``findCaller``).
+STACK_READERS_ANYWHERE = frozenset({"findCaller"})
 #: Environment variables a notebook may read: the thread and device settings the chapters
 #: set themselves (their values are the chapters', not the machine's).
 SETTINGS_VARIABLES = frozenset({"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
@@ -100,7 +102,7 @@ def identity_read(module: str | None, name: str) -> str | None:
 
 def stack_read(module: str | None, name: str) -> bool:
     """Whether ``module.name`` reads the call stack (who called this code)."""
-    return name in STACK_READERS.get(module or "", ())
+    return name in STACK_READERS.get(module or "", ()) or name in STACK_READERS_ANYWHERE
 
 
 def machine_path(text: str) -> bool:
@@ -120,5 +122,5 @@ def unsettled_variable(key: str | None) -> bool:
 
 
 __all__ = ["ALLOWED_PATHS", "DISTINCTIVE", "GRADER_MODULES", "IDENTITY", "IDENTITY_MODULES",
-           "MACHINE_PATH", "SETTINGS_VARIABLES", "STACK_READERS", "grader_module",
-           "identity_read", "machine_path", "stack_read", "unsettled_variable"]
+           "MACHINE_PATH", "SETTINGS_VARIABLES", "STACK_READERS", "STACK_READERS_ANYWHERE",
+           "grader_module", "identity_read", "machine_path", "stack_read", "unsettled_variable"]

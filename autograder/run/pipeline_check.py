@@ -32,7 +32,9 @@ from the kernel and from the processes it starts, and nowhere else:
   ``tinyprof.pipecheck.OTHER_IDLE_STEPS`` steps' time before a step, and
   ``tinyprof.pipecheck.START_UP_SECONDS`` more before the first (start-up: worker processes
   import their decoder after their first read; the course's took at most 73 ms beside 10 CPU
-  hogs): a device left idle still fails, a loaded machine does not fail an honest loop.
+  hogs), and ``tinyprof.pipecheck.SHUT_DOWN_SECONDS`` after the last until the loop returned
+  (workers ending: at most 131 ms): a device left idle still fails, a loaded machine does not
+  fail an honest loop.
   Measured at a load of 7 to 12 on 2 cores (other graders running): honest loops lost 20 to 40
   points of wall-clock utilization, while their storage waits stayed under 6 % of the run;
   with one step's time allowed, the solution once graded 79.9 % (its kernel off the CPU for
@@ -43,9 +45,10 @@ from the kernel and from the processes it starts, and nowhere else:
 
 *Not covered*: how the loop overlaps its requests is its own (a thread per file, or the whole
 epoch in one request, both pay the storage); idle time that is not a storage wait, up to two
-steps' time before each step (and 250 ms more before the first), is not charged, so a loop
-whose reads are overlapped may also idle that long for other reasons (it gains nothing: the
-reads are what the test asks to hide).
+steps' time before each step (250 ms more before the first, 500 ms after the last until the
+loop returns), is not charged, so a loop whose reads are overlapped may also idle that long for
+other reasons (it gains nothing: the reads are what the test asks to hide). Before the first
+read nothing is charged: worker processes start there.
 A kernel that hogs the machine's CPU slows the grader's threads too, which only lowers its own
 utilization.
 """
@@ -67,6 +70,7 @@ import numpy as np
 
 from tinyprof.pipecheck import (
     OTHER_IDLE_STEPS,
+    SHUT_DOWN_SECONDS,
     START_UP_SECONDS,
     BusyCheck,
     PipelineTask,
@@ -109,6 +113,7 @@ class ServedPipeline:
         self.needed = [{paths[i] for i in indices} for indices in self.plan]
         self.lock, self.device = threading.Lock(), threading.Lock()
         self.first_read: float | None = None
+        self.returned: float | None = None   # when the loop's call returned, set by the bench
         self.served: dict[str, float] = {}
         self.requests: list[tuple[float, float]] = []   # each read: arrival, + its latency
         self.steps: list[tuple[float, float, float]] = []   # (start, end, value) per step
@@ -283,17 +288,18 @@ class ServedPipeline:
             raise Refused(f"the grader's device ran {done} of the {self.task.steps} steps: every "
                           "batch must reach the device (task.step), in order")
         busy = sum(end - start for start, end, _ in self.steps)
-        wall = self.steps[-1][1] - self.first_read
+        wall = (self.returned or self.steps[-1][1]) - self.first_read
         waited, charged = self.idle_seconds()
         return BusyCheck(self.task, wall, "the grader's storage and device, from the first read "
-                         "to the last step", busy, tuple(value for *_, value in self.steps),
+                         "until the loop returned", busy, tuple(value for *_, value in self.steps),
                          waited, charged)
 
     def idle_seconds(self) -> tuple[float, float]:
         """The device's idle time before its steps: (waiting for the storage, charged). Before
         each step, the idle time while a read was in flight is charged in full, the rest beyond
         OTHER_IDLE_STEPS × kernel_seconds, and before the first step beyond START_UP_SECONDS
-        more (worker processes importing their decoder after their first read)."""
+        more (worker processes importing their decoder after their first read); after the last
+        step until the loop returned, the idle time beyond SHUT_DOWN_SECONDS (workers ending)."""
         allowance = OTHER_IDLE_STEPS * self.task.kernel_seconds
         reads = _union(self.requests)
         ends = [self.first_read] + [end for _, end, _ in self.steps[:-1]]
@@ -303,6 +309,8 @@ class ServedPipeline:
             free = allowance + (START_UP_SECONDS if step == 0 else 0.0)
             waited += waiting
             charged += waiting + max(0.0, start - idle_from - waiting - free)
+        if self.returned is not None:
+            charged += max(0.0, self.returned - self.steps[-1][1] - SHUT_DOWN_SECONDS)
         return waited, charged
 
 
@@ -342,6 +350,7 @@ class PipelineBench:
             with judge.switch((), keep=CHAPTER_TOOLS):
                 try:
                     got = loop(replace(task, address=served.address))
+                    served.returned = time.perf_counter()
                 except Exception:
                     if served.refusal:   # the loop failed because the device refused
                         served.check()
