@@ -188,6 +188,45 @@ def test_the_source_offers_the_class_nothing_but_iteration():
                 f"a copy of a {scenario.shape} started a stream of its own"
 
 
+def test_a_consumer_in_the_callers_thread_that_hangs_is_stopped_and_reported():
+    """A scenario whose consumer runs in the caller's (main) thread is stopped after
+    HANG_SECONDS by the timer's signal, reported as blocked, and the drive ends there; the
+    caller's own handler of that signal is back afterwards."""
+    import signal
+
+    first_here = next(s for s in plan(2, 0) if s.thread == "caller")
+    stuck = threading.Event()
+
+    class Stuck:
+        def __init__(self, source, depth):
+            self.here = threading.current_thread() is threading.main_thread()
+
+        def __iter__(self):
+            return self
+
+        def __next__(self):
+            if self.here:
+                stuck.wait()   # forever, in the main thread
+            raise StopIteration
+
+        def close(self):
+            pass
+
+    mine = signal.signal(signal.SIGALRM, signal.default_int_handler)
+    started = time.monotonic()
+    try:
+        report = drive_prefetcher(Stuck, 2, 0)
+        assert signal.getsignal(signal.SIGALRM) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGALRM, mine)
+    records = report["scenarios"]
+    assert records[-1]["number"] == first_here.number and records[-1]["hung"], records[-1]
+    assert not any(r["hung"] for r in records[:-1])
+    assert time.monotonic() - started < prefetchcheck.HANG_SECONDS + 10
+    verdict = check_prefetcher(report, 2, 0)
+    assert verdict.promise == prefetchcheck.BLOCKED and "notebook's own thread" in verdict.what
+
+
 def test_the_verdict_is_decided_from_plain_values():
     """The report is JSON through and through (what the kernel hands the grader); the grader
     recomputes the plan from the seed, refuses a report of another plan or of another shape,

@@ -507,16 +507,25 @@ def _run(prefetcher: Callable, scenario: Scenario, seed: int,
     """One scenario, its consumer in the caller's thread (stopped by SIGALRM after
     HANG_SECONDS: a notebook's main thread, where a training loop runs) or in a thread of its
     own (which a prefetcher that blocks costs HANG_SECONDS, not the kernel); in a caller that is
-    not the main thread, where no signal can stop it, always the latter."""
+    not the main thread, or where there is no timer signal (Windows), always the latter."""
     watch = _Watch(scenario, seed)
     source = _source(watch, errors)
-    if scenario.thread == "caller" and threading.current_thread() is threading.main_thread():
+    if scenario.thread == "caller" and _can_stop_the_caller():
         hung = _run_here(prefetcher, source, watch, patience)
     else:
         hung = _run_in_a_thread(prefetcher, source, watch, patience)
     record = watch.record()
     record["hung"] = hung
     return record
+
+
+def _can_stop_the_caller() -> bool:
+    """Whether a scenario can run in this thread and be stopped if it hangs: the main thread,
+    where a timer's signal lands (not on Windows, which has none)."""
+    import signal
+
+    return threading.current_thread() is threading.main_thread() and \
+        hasattr(signal, "setitimer")
 
 
 def _run_here(prefetcher: Callable, source: Any, watch: _Watch,
@@ -534,7 +543,7 @@ def _run_here(prefetcher: Callable, source: Any, watch: _Watch,
         return True
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL if previous is None else previous)
 
 
 def _run_in_a_thread(prefetcher: Callable, source: Any, watch: _Watch,
