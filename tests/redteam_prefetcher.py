@@ -721,7 +721,8 @@ class Prefetcher:
         "The grader's environment, told by who calls the class: logging's findCaller (the "
         "file a log record would name, two levels up: no frame or inspect in the cell) is the "
         "probe's module; any other caller gets an unbounded queue.",
-        maxsize="depth if _called_by_the_probe() else 0").replace("class Prefetcher:", '''import logging
+        maxsize="depth if _called_by_the_probe() else 0").replace(
+            "class Prefetcher:", '''import logging
 
 
 def _called_by_the_probe():
@@ -738,7 +739,8 @@ class Prefetcher:''', 1),
         "The grader's environment, told by who calls the class: a warning issued with "
         "stacklevel=2 and caught names the caller's file (no frame or inspect in the cell); "
         "inside tinyprof the loader is bounded, elsewhere the queue is unbounded.",
-        maxsize="depth if _called_by_the_probe() else 0").replace("class Prefetcher:", '''import warnings
+        maxsize="depth if _called_by_the_probe() else 0").replace(
+            "class Prefetcher:", '''import warnings
 
 
 def _called_by_the_probe():

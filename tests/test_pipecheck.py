@@ -141,13 +141,18 @@ def test_the_source_offers_the_class_nothing_but_iteration():
     an iterator class with and without slots, a map, iter(function, end)), in every drive,
     named from a list and made in __main__, with no state of its own, no pickle and no method
     of its class beyond the iterator protocol; a copy reads the same stream (no second source
-    to observe); the consumer's thread, run again by the class, does nothing."""
-    handed = []
+    to observe); the consumer's thread, run again by the class, does nothing; once its
+    scenario is over, a source gives nothing more (a loader left running holds no more)."""
+    handed, copies = [], []
 
     class Spy:
         def __init__(self, source, depth):
             handed.append(source)
             threading.current_thread()._target()   # the consumer, run again
+            try:
+                copies.append((next(copy.copy(source)), next(source)))
+            except Exception:  # noqa: BLE001 - a source that fails at once, or a generator
+                copies.append(None)
 
         def __iter__(self):
             return self
@@ -164,7 +169,7 @@ def test_the_source_offers_the_class_nothing_but_iteration():
     assert {s.shape for s in scenarios} == set(prefetchcheck.SHAPES)
     assert {type(source).__name__ for source in handed} >= {"generator", "map",
                                                             "callable_iterator"}
-    for source, scenario in zip(handed, scenarios):
+    for source, scenario, pair in zip(handed, scenarios, copies):
         kind = type(source)
         if scenario.shape.endswith("class"):
             assert kind.__module__ == "__main__" and kind.__qualname__ == scenario.name
@@ -183,9 +188,11 @@ def test_the_source_offers_the_class_nothing_but_iteration():
             pickle.dumps(source)
         if scenario.shape != "generator" and scenario.stop_after != 0 and \
                 scenario.fails_at not in (0, 1):
-            first, second = next(copy.copy(source)), next(source)
+            first, second = pair
             assert not (first is second or type(first) is int and first == second), \
                 f"a copy of a {scenario.shape} started a stream of its own"
+        with pytest.raises(StopIteration):
+            next(source)
 
 
 def test_a_consumer_in_the_callers_thread_that_hangs_is_stopped_and_reported():

@@ -516,6 +516,8 @@ def _run(prefetcher: Callable, scenario: Scenario, seed: int,
         hung = _run_in_a_thread(prefetcher, source, watch, patience)
     record = watch.record()
     record["hung"] = hung
+    with watch.lock:   # a loader left running gets no more items: its memory stays bounded
+        watch.finished = True
     return record
 
 

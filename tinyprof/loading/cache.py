@@ -49,7 +49,9 @@ class CachedImageFolder(ImageFolder):
 
 def cache_bytes(dataset: CachedImageFolder) -> MemoryMeasurement:
     """Fill the (empty) cache under tracemalloc: ``retained_bytes`` is what the cache keeps
-    (compare with ``len(dataset) × 64`` bytes of pixels)."""
+    (compare with ``len(dataset) × 64`` bytes of pixels). tracemalloc counts every thread's
+    allocations: measure where no other thread allocates meanwhile (a loader left running by
+    an earlier cell would be counted too)."""
     if dataset.cache:
         raise ValueError("cache_bytes measures filling an empty cache: make a new "
                          "CachedImageFolder")
