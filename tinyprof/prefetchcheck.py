@@ -498,10 +498,6 @@ class _Hung(BaseException):
     """Raised in the caller's thread when its scenario has run :data:`HANG_SECONDS`."""
 
 
-def _raise_hung(signum: int, frame: Any) -> None:
-    raise _Hung
-
-
 def _run(prefetcher: Callable, scenario: Scenario, seed: int,
          patience: tuple[_Patience, ...], errors: dict[str, type]) -> dict[str, Any]:
     """One scenario, its consumer in the caller's thread (stopped by SIGALRM after
@@ -532,20 +528,29 @@ def _can_stop_the_caller() -> bool:
 
 def _run_here(prefetcher: Callable, source: Any, watch: _Watch,
               patience: tuple[_Patience, ...]) -> bool:
-    """The consumer in this (main) thread; whether it hung (SIGALRM after HANG_SECONDS, then
-    every half second, in case the class swallows the first)."""
+    """The consumer in this (main) thread; whether it hung: SIGALRM after HANG_SECONDS raises
+    :class:`_Hung` once, and only while the consumer runs (the timer is disarmed by one atomic
+    step the moment it returns, so the signal can never land in the probe's own code after)."""
     import signal
 
-    previous = signal.signal(signal.SIGALRM, _raise_hung)
-    signal.setitimer(signal.ITIMER_REAL, HANG_SECONDS, 0.5)
+    armed = {"armed": True}
+
+    def stop(signum: int, frame: Any) -> None:
+        if armed.pop("armed", False):
+            raise _Hung
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, HANG_SECONDS)
+    hung = False
     try:
         _consume(prefetcher, source, watch, patience)
-        return False
+        armed.pop("armed", None)
     except _Hung:
-        return True
+        hung = True
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, signal.SIG_DFL if previous is None else previous)
+    return hung
 
 
 def _run_in_a_thread(prefetcher: Callable, source: Any, watch: _Watch,
