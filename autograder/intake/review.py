@@ -773,11 +773,12 @@ class _Review(ast.NodeVisitor):
                             "from its author's own and behave otherwise", sure=False)
 
     def visit_BinOp(self, node: ast.BinOp) -> None:
-        if _joined(node) in REFLECTION:
-            self.flag(node, f"builds the name .{_joined(node)} in a string, which reaches into "
-                            "code or frames")
-        joined = None if getattr(node, "_told", False) else _joined(node)
-        if joined is not None and tells.machine_path(joined):
+        joined = _joined(node)
+        if joined in REFLECTION:
+            self.flag(node, f"builds the name .{joined} in a string, which reaches into code "
+                            "or frames")
+        if joined is not None and not getattr(node, "_told", False) and \
+                tells.machine_path(joined):
             self._machine_path(node, joined)
             for part in ast.walk(node):   # the whole path is said once, not each of its parts
                 part._told = True  # type: ignore[attr-defined]
