@@ -39,6 +39,8 @@ PRINTS = {
                          rf"kernel in the sandbox {NUMBER} s: {NUMBER}× bare"],
     "bench_latency_stats.py": [rf"= {NUMBER}× the \.ci",
                                rf"\({NUMBER}× samples \+ warm-up\)"],
+    "bench_loader_workers.py": [rf"serial / 2 threads: {NUMBER}× \(goal < 1\.35: (met|not met)\); "
+                                rf"serial / 2 processes: {NUMBER}×"],
     "bench_memory_components.py": [rf"largest deviation from 1: {NUMBER}%"],
     "bench_profiler.py": [rf"profiled / bare step time \(median of pairs\): {NUMBER}",
                           rf"coverage, Σ self time / wall time \(median\): +{NUMBER}"],

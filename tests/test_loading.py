@@ -427,21 +427,6 @@ def test_worker_processes_and_threads_give_the_serial_batches(folder):
     assert no_thread("loader_0")
 
 
-def test_threads_do_not_speed_up_python_bound_decoding(folder):
-    """Interleaved rounds, the fastest of each (a neighbour's load slows single rounds)."""
-    data = ImageFolder(folder)
-    serial, threads = [], []
-    for _ in range(3):
-        serial.append(loading_seconds(data, 32, 10))
-        threads.append(loading_seconds(data, 32, 10, workers=2, kind="thread"))
-    serial, threads = min(serial), min(threads)
-    processes = loading_seconds(data, 32, 10, workers=2, kind="process")
-    print(f"10 batches of 32: serial {serial * 1e3:.0f} ms, 2 threads {threads * 1e3:.0f} ms "
-          f"({serial / threads:.2f}x), 2 processes {processes * 1e3:.0f} ms "
-          f"({serial / processes:.2f}x)")
-    assert serial / threads < 1.35, "threads sped up decoding that holds the GIL"
-
-
 def test_the_data_set_lists_its_files_through_its_storage(folder):
     """ImageFolder asks its storage for the listing (a storage served by the grader has the only
     copy of the files); a storage of one's own without ``listing`` lists the folder here."""
