@@ -1,8 +1,9 @@
 """Does a pool of loader workers speed up decoding, and which kind? (chapter 09, §9.6)
 
 A digit is an 8×8 PNG: ``decode_png`` spends its time in Python around Pillow (opening the
-bytes, converting, making the array), not in long C calls that release the GIL, so two threads
-should load no faster than one loop, and two processes should, on a machine with two free cores. This prints, for 10 batches of 32 digits,
+bytes, converting, making the array), not in long C calls that release the GIL, so two
+threads should load no faster than one loop, and two processes should, on a machine with two
+free cores. This prints, for 10 batches of 32 digits,
 the serial loop, 2 threads and 2 processes (pools warmed up first, start-up not counted), each
 the fastest of its ROUNDS, all interleaved, and the ratios serial / threads and serial /
 processes measured side by side in one run (a neighbour's load slows single rounds; the machine
@@ -53,8 +54,9 @@ def main() -> None:
         print(f"  {kind:<12} {seconds * 1e3:8.1f} ms   {best['serial'] / seconds:5.2f}× serial")
     threads = best["serial"] / best["2 threads"]
     processes = best["serial"] / best["2 processes"]
-    print(f"serial / 2 threads: {threads:.2f}× (goal < 1.35: {'met' if threads < 1.35 else 'not met'})"
-          f"; serial / 2 processes: {processes:.2f}× "
+    goal = "met" if threads < 1.35 else "not met"
+    print(f"serial / 2 threads: {threads:.2f}× (goal < 1.35: {goal}); "
+          f"serial / 2 processes: {processes:.2f}× "
           f"({'above' if processes > threads else 'not above'} threads)")
 
 

@@ -35,7 +35,6 @@ from tinyprof.loading import (
     device_utilization,
     input_wait_fraction,
     list_image_folder,
-    loading_seconds,
     predict,
     run,
     throughput,

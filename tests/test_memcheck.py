@@ -5,6 +5,7 @@ test_leak_grading's (in the sandbox) and test_leaks' (in this process)."""
 from __future__ import annotations
 
 import random
+import threading
 
 import pytest
 
@@ -17,7 +18,9 @@ from tinyprof.memcheck import (
     LeakCheck,
     Raised,
     Run,
+    TaskCount,
     draw_seeds,
+    measure_run,
     measure_twice,
     raise_for_raised,
 )
@@ -148,3 +151,42 @@ def test_memory_that_shrinks_on_the_other_seed_fails():
     check = LeakCheck(run(400), run(800), "given", other=run(400, kept=9_000_000),
                       other_long=run(800), seeds=(7, 123456789))
     assert check.failure().startswith("on seed 123456789, what the loop keeps")
+
+
+def test_a_thread_left_running_fails_whatever_the_memory():
+    """A loop that leaves a thread behind leaks what the thread does after the test is over
+    (a red-team cheat replays the loop two minutes later): no reading can see it, so the thread
+    itself fails the loop, before any growth is judged."""
+    flat = check(run(500, 2 * MB, 19 * MB), run(1000, 2 * MB, 19 * MB))
+    assert flat.failure() is None
+    one_left = LeakCheck(run(500, 2 * MB, 19 * MB), run(1000, 2 * MB, 19 * MB), "given",
+                         repeated=Run(250, 2 * MB, 19 * MB, 50, 0.3, left=2),
+                         seeds=(7, 8), other=run(500), other_long=run(1000), repeated_seed=7)
+    message = one_left.failure()
+    assert message.startswith("the loop left 2 threads or processes running after it returned "
+                              "(in the run of 250 steps)"), message
+
+
+def test_measure_run_counts_the_threads_a_run_leaves_running():
+    """Counted by a real count (Python's threads here; the grader counts its control group's
+    tasks): a joined thread is not left, one still waiting is, and the held fork's own
+    thread (``held``) is not the loop's."""
+    release = threading.Event()
+
+    def joined() -> None:
+        worker = threading.Thread(target=lambda: None)
+        worker.start()
+        worker.join()
+
+    def left_waiting() -> None:
+        threading.Thread(target=release.wait, daemon=True).start()
+
+    count = TaskCount(threading.active_count)
+    try:
+        _, clean = measure_run(lambda: 0, joined, 10, random.Random(1), count)
+        _, leaving = measure_run(lambda: 0, left_waiting, 10, random.Random(2), count)
+        _, as_held = measure_run(lambda: 0, left_waiting, 10, random.Random(3),
+                                 TaskCount(threading.active_count, held=1))
+    finally:
+        release.set()
+    assert (clean.left, leaving.left, as_held.left) == (0, 1, 0)

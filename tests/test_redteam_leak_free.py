@@ -55,9 +55,6 @@ MISSED: dict[str, str] = {
     "pretouched_file_history": "a file mapped shared (np.memmap) is written in place by the "
                                "fork, no page copied: a history written into pre-touched file "
                                "pages adds nothing (−641 B a step kept) and stays in the kernel",
-    "thread_after_return": "the kept memory is read once, right after the fork settles, and the "
-                           "fork is ended after; nothing is read once the test is over: a leak "
-                           "that lands 2 minutes after the loop returns is never read",
     "late_start_in_time": "the runs are at most 4 times the printed steps, seconds: a leak "
                           "that starts after 60 s of running is never in them",
     "unless_the_folder_is_fresh": "the sandbox's working folder starts empty, the author's "

@@ -33,6 +33,32 @@ def test_cpu_time_of_a_process_tree_counts_its_children():
         parent.wait()
 
 
+THREADS_AND_A_CHILD = ("import os, threading, time\n"
+                       "for _ in range(3): threading.Thread(target=time.sleep, args=(30,),"
+                       " daemon=True).start()\n"
+                       "if os.fork() == 0:\n"
+                       "    threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
+                       "    time.sleep(30); os._exit(0)\n"
+                       "print('ready', flush=True); time.sleep(30)\n")
+
+
+def test_threads_of_a_process_tree_are_counted_from_proc():
+    """A process with 3 threads beside its main one and a child with 1 beside its own: 6, the
+    count the leak check reads where no control group counts the kernel's tasks."""
+    parent = subprocess.Popen([sys.executable, "-c", THREADS_AND_A_CHILD],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout.readline().strip() == "ready"
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and resources.tree_task_count(parent.pid) < 6:
+            time.sleep(0.05)
+        assert resources.tree_task_count(parent.pid) == 6
+        assert len(resources.process_tree(parent.pid)) == 2
+    finally:
+        parent.kill()
+        parent.wait()
+
+
 def test_without_control_groups_the_summary_warns(monkeypatch, tmp_path):
     monkeypatch.setattr(resources, "backend", lambda: None)
     assert resources.describe().startswith("WARNING: per-process rlimits only")
@@ -68,3 +94,24 @@ def test_a_group_holds_memory_of_all_its_processes_and_kills_them_when_removed()
     assert not any(folder.exists() for folder in group.folders)
     for pid in members:
         assert not resources.running(pid), f"process {pid} outlived its group"
+
+
+@pytest.mark.skipif(resources.backend() is None, reason="no writable control groups (root)")
+def test_a_group_counts_every_thread_of_its_processes():
+    """The tasks the leak check reads under a control group: 6, as from /proc above (None
+    where the group has no pids controller)."""
+    group = resources.create(memory_mb=200, processes=16)
+    launcher = os.path.join(os.path.dirname(resources.__file__), "launcher.py")
+    process = subprocess.Popen([sys.executable, "-S", launcher,
+                                *(a for f in group.procs_files for a in ("--cgroup", str(f))),
+                                "--", sys.executable, "-c", THREADS_AND_A_CHILD],
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout.readline().strip() == "ready"
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and (group.task_count() or 6) < 6:
+            time.sleep(0.05)
+        assert group.task_count() in (None, 6), group.task_count()
+    finally:
+        group.remove()
+        process.wait(timeout=30)

@@ -35,6 +35,11 @@ first steps, a cache keyed by the call) keeps it twice in the two calls of N/2 s
 the N-step run on that seed, and the test fails when the two calls keep more than the one by
 :data:`KEPT_SLACK` plus ``tolerance`` a step (a leak that grows with the steps keeps the same in
 both: N steps either way).
+A thread or process the loop leaves running after it returns fails it as well: what it does
+once the test is over (a leak that lands minutes later) is in no reading, so a leak-free loop
+ends what it starts (the grader counts every thread of every process in the kernel's control
+group; a plain kernel counts its Python threads and multiprocessing children,
+:class:`TaskCount`).
 Anything that does not grow with the steps cancels: a plateau, a memo that filled, the loop's
 temporaries, a square wave (its high level is in both runs' held memory), idle time before or
 after the steps. The losses the loop returns are checked at every step against the clean loop's
@@ -127,13 +132,35 @@ def step_counts(steps: int, rng: random.Random) -> tuple[int, int]:
 class Run:
     """One run's memory, in bytes above the reading just before it: ``kept`` after the loop
     returned (collected and trimmed), ``held`` the :data:`HELD_QUANTILE` of the ``readings``
-    taken while it ran for ``seconds``."""
+    taken while it ran for ``seconds``; ``left``: threads and processes the loop started and
+    left running after it returned (when counted)."""
 
     steps: int
     kept: float
     held: float
     readings: int
     seconds: float
+    left: int = 0
+
+
+@dataclass(frozen=True)
+class TaskCount:
+    """How the threads of the loop's process are counted: ``read()`` counts them all (every
+    process's), and a run adds ``held`` of its own while its loop is held after returning
+    (the grader's fork: its one thread)."""
+
+    read: Callable[[], int]
+    held: int = 0
+
+    def least(self, times: int = 3, gap_s: float = 0.01) -> int:
+        """The least of ``times`` counts ``gap_s`` apart: a thread the loop joined just before
+        it returned may take a moment to leave the system's count."""
+        counts = []
+        for attempt in range(times):
+            if attempt:
+                time.sleep(gap_s)
+            counts.append(self.read())
+        return min(counts)
 
 
 @dataclass(frozen=True)
@@ -170,6 +197,11 @@ class LeakCheck:
             return self.short
         return self.other if self.repeated_seed == self.seeds[-1] else None
 
+    def runs(self) -> list[Run]:
+        """Every run measured, the two calls' included."""
+        return [run for run in (self.short, self.long, self.other, self.other_long,
+                                self.repeated) if run is not None]
+
     @property
     def kept_per_step(self) -> float:
         return (self.long.kept - self.short.kept) / (self.long.steps - self.short.steps)
@@ -184,46 +216,69 @@ class LeakCheck:
         def signed(value: float) -> str:
             return ("−" if value < 0 else "") + size(abs(value))
 
-        seeds = ""
-        if self.other is not None and self.other_long is not None:
-            seeds = (f" (seed {self.seeds[0]}; on seed {self.seeds[1]}: kept "
-                     f"{signed(self.other.kept)} and {signed(self.other_long.kept)}, held "
-                     f"{signed(self.other.held)} and {signed(self.other_long.held)})")
-        if self.repeated is not None:
-            seeds += (f"; two calls of {self.repeated.steps} steps in one process on seed "
-                      f"{self.repeated_seed} kept {signed(self.repeated.kept)}")
-        return (f"the loop ran {self.short.steps} and {self.long.steps} steps{seeds} "
+        seed = f" on seed {self.seeds[0]}" if self.seeds else ""
+        text = (f"the loop ran {self.short.steps} and {self.long.steps} steps{seed} "
                 f"({self.short.seconds:.2f} s and {self.long.seconds:.2f} s, "
-                f"{self.short.readings} and {self.long.readings} readings at random times); "
-                f"kept after it returned: {signed(self.short.kept)} and "
+                f"{self.short.readings} and {self.long.readings} readings at random times): "
+                f"kept after it returned {signed(self.short.kept)} and "
                 f"{signed(self.long.kept)}, {signed(self.kept_per_step)}/step; held while "
-                f"it ran: {signed(self.short.held)} and {signed(self.long.held)}, "
-                f"{signed(self.held_per_step)}/step (tolerance {size(self.tolerance)}/step). "
-                f"Read from {self.method}.")
+                f"it ran {signed(self.short.held)} and {signed(self.long.held)}, "
+                f"{signed(self.held_per_step)}/step")
+        if self.other is not None and self.other_long is not None:
+            text += (f". On seed {self.seeds[1]}: kept {signed(self.other.kept)} and "
+                     f"{signed(self.other_long.kept)}, held {signed(self.other.held)} and "
+                     f"{signed(self.other_long.held)}")
+        if self.repeated is not None:
+            text += (f". Two calls of {self.repeated.steps} steps in one process on seed "
+                     f"{self.repeated_seed} kept {signed(self.repeated.kept)}")
+        most = max(run.left for run in self.runs())
+        left = (f"{most} thread(s) or process(es) left running after it returned" if most
+                else "nothing left running after it returned")
+        return (f"{text}. Allowed at these step counts: {size(self.limit(KEPT_SLACK))}/step "
+                f"({self.limit_text(KEPT_SLACK)}); {left}. Read from {self.method}.")
+
+    def limit(self, slack: float) -> float:
+        """Growth a step the runs may show: the tolerance plus ``slack`` (what two leak-free
+        runs differ by anyway) spread over N steps."""
+        return self.tolerance + slack / self.short.steps
+
+    def limit_text(self, slack: float) -> str:
+        from .units import format_bytes as size
+
+        return f"{size(self.tolerance)} a step plus {size(slack)} over {self.short.steps} steps"
 
     def failure(self) -> str | None:
         """The sentence saying why the loop is not leak-free; None when it is."""
         from .units import format_bytes as size
 
         steps = f"{self.short.steps} and {self.long.steps} steps"
-        if self.kept_per_step > self.tolerance + KEPT_SLACK / self.short.steps:
+        if self.kept_per_step > self.limit(KEPT_SLACK):
             return (f"what the loop keeps after it returns grows {size(self.kept_per_step)} a "
                     f"step ({size(self.short.kept)} after {self.short.steps} steps, "
                     f"{size(self.long.kept)} after {self.long.steps}), above the "
-                    f"{size(self.tolerance)} a leak-free loop may keep: something is still kept "
-                    "at every step (a history of arrays, a memo whose keys never repeat, a "
-                    "hook's list, a reference cycle)")
-        if self.held_per_step > self.tolerance + HELD_SLACK / self.short.steps:
+                    f"{size(self.limit(KEPT_SLACK))} a leak-free loop may keep at these step "
+                    f"counts ({self.limit_text(KEPT_SLACK)}): something is still kept at every "
+                    "step (a history of arrays, a memo whose keys never repeat, a hook's list, "
+                    "a reference cycle)")
+        if self.held_per_step > self.limit(HELD_SLACK):
             return (f"memory grows {size(self.held_per_step)} a step while the loop runs "
                     f"(held {size(self.short.held)} and {size(self.long.held)} over {steps}), "
-                    f"above the {size(self.tolerance)} a leak-free loop may show: something is "
-                    "kept from step to step, even if it is freed before the loop returns")
+                    f"above the {size(self.limit(HELD_SLACK))} a leak-free loop may show at "
+                    f"these step counts ({self.limit_text(HELD_SLACK)}): something is kept from "
+                    "step to step, even if it is freed before the loop returns")
         runs = [run for run in (self.long, self.short, self.other, self.other_long) if run]
         fuller = max(runs, key=lambda run: run.held)
         if fuller.held > self.budget:
             return (f"memory grows {size(fuller.held)} while the loop runs "
                     f"{fuller.steps} steps, above the {size(self.budget)} the loop needs "
                     "(its data, weights, memo and one step's arrays)")
+        left = max(self.runs(), key=lambda run: run.left)
+        if left.left > 0:
+            return (f"the loop left {left.left} thread{'s' if left.left > 1 else ''} or "
+                    f"process{'es' if left.left > 1 else ''} running after it returned (in the "
+                    f"run of {left.steps} steps): what they do later is never in the readings, "
+                    "so a leak-free loop ends everything it starts before it returns (join its "
+                    "threads, close its prefetcher and its worker pool)")
         return (self.shrink_failure(self.short, self.long, self.seeds[0] if self.seeds else None)
                 or self.seed_failure() or self.call_failure())
 
@@ -295,10 +350,10 @@ def _median_read(read: Callable[[], int], times: int = 3) -> float:
 
 
 def measure_run(read: Callable[[], int], run: Callable[[], Any], steps: int,
-                rng: random.Random) -> tuple[Any, Run]:
+                rng: random.Random, tasks: TaskCount | None = None) -> tuple[Any, Run]:
     """``run()``'s value and its :class:`Run`: ``read()`` once before (median of three), by a
     thread at random times while ``run()`` runs, and once after it returned (``run`` returns
-    once the loop's memory is settled)."""
+    once the loop's memory is settled); ``tasks`` counted before and after, when given."""
     stop, readings = threading.Event(), []
     gaps = random.Random(rng.getrandbits(64))
 
@@ -308,6 +363,7 @@ def measure_run(read: Callable[[], int], run: Callable[[], Any], steps: int,
             stop.wait(min(0.05, gaps.expovariate(1.0 / MEAN_GAP_S)))
 
     before = _median_read(read)
+    tasks_before = tasks.least() if tasks else 0
     thread = threading.Thread(target=sampler, daemon=True)
     start = time.monotonic()
     thread.start()
@@ -319,7 +375,8 @@ def measure_run(read: Callable[[], int], run: Callable[[], Any], steps: int,
         thread.join()
     kept = _median_read(read) - before
     held = _quantile(readings or [before], HELD_QUANTILE) - before
-    return value, Run(int(steps), kept, held, len(readings), seconds)
+    left = max(0, tasks.least() - tasks_before - tasks.held) if tasks else 0
+    return value, Run(int(steps), kept, held, len(readings), seconds, left)
 
 
 def _quantile(values: Sequence[float], q: float) -> float:
@@ -342,20 +399,22 @@ def measure_twice(read: Callable[[], int], settle_now: Callable[[], Any],
 
 def measure_seeds(read: Callable[[], int], settle_now: Callable[[], Any],
                   start: Callable[[int, int, int], Any], finish: Callable[[Any], Any],
-                  steps: int, seeds: tuple[int, int], method: str,
-                  rng: random.Random) -> tuple[dict[tuple[int, int], Any], LeakCheck]:
+                  steps: int, seeds: tuple[int, int], method: str, rng: random.Random,
+                  tasks: TaskCount | None = None) -> tuple[dict[tuple[int, int], Any],
+                                                           LeakCheck]:
     """The five runs of a check, in a random order: N and 2N steps on each of ``seeds``
     (:func:`draw_seeds`), and two calls of N/2 steps on one of them, drawn;
     ``start(n, seed, calls)`` runs ``calls`` calls of the loop, one after the other, otherwise
-    as in :func:`measure_twice`. The values by (step count, seed) (the two calls': the last
-    one's), and the :class:`LeakCheck`."""
+    as in :func:`measure_twice`; ``tasks`` counts the threads the loop leaves running. The
+    values by (step count, seed) (the two calls': the last one's), and the
+    :class:`LeakCheck`."""
     n, twice = step_counts(steps, rng)
     typed, drawn = seeds
     half, again = n // 2, rng.choice(seeds)
     plan = {(count, seed): (lambda count=count, seed=seed: start(count, seed, 1))
             for seed in (typed, drawn) for count in (n, twice)}
     plan[half, again] = lambda: start(half, again, 2)
-    values, runs = _measure(read, settle_now, plan, finish, rng)
+    values, runs = _measure(read, settle_now, plan, finish, rng, tasks)
     return values, LeakCheck(runs[n, typed], runs[twice, typed], method,
                              other=runs[n, drawn], other_long=runs[twice, drawn],
                              seeds=(typed, drawn), repeated=runs[half, again],
@@ -364,7 +423,8 @@ def measure_seeds(read: Callable[[], int], settle_now: Callable[[], Any],
 
 def _measure(read: Callable[[], int], settle_now: Callable[[], Any],
              plan: dict[Any, Callable[[], Any]], finish: Callable[[Any], Any],
-             rng: random.Random) -> tuple[dict[Any, Any], dict[Any, Run]]:
+             rng: random.Random, tasks: TaskCount | None = None) -> tuple[dict[Any, Any],
+                                                                         dict[Any, Run]]:
     """Each run of ``plan`` (key → its start), in a random order, its memory read around it;
     the values (a run whose ``finish`` raised as :class:`Raised`) and :class:`Run` by key. A
     key is a step count or a (step count, seed) pair."""
@@ -374,7 +434,7 @@ def _measure(read: Callable[[], int], settle_now: Callable[[], Any],
     for key in keys:
         settle_now()
         steps = key[0] if isinstance(key, tuple) else key
-        started, runs[key] = measure_run(read, plan[key], steps, rng)
+        started, runs[key] = measure_run(read, plan[key], steps, rng, tasks)
         try:
             values[key] = finish(started)
         except Exception as error:  # noqa: BLE001 - judged with the memory (Raised)
@@ -499,6 +559,14 @@ def expect_leak_free(loop: Callable[[int, int], Sequence[float]], steps: int = 3
     return check
 
 
+def _threads_and_children() -> int:
+    """This process's Python threads and its multiprocessing children: what a loop can leave
+    running that a plain kernel sees (the grader counts every task of the kernel's group)."""
+    import multiprocessing
+
+    return threading.active_count() + len(multiprocessing.active_children())
+
+
 def _here(loop: Callable, steps: int, seeds: tuple[int, int], rng: random.Random,
           namespace: dict) -> tuple[dict[tuple[int, int], Any], LeakCheck]:
     """The check in this process (no grader): its resident set read by a thread. A first run of
@@ -519,11 +587,11 @@ def _here(loop: Callable, steps: int, seeds: tuple[int, int], rng: random.Random
         start(2, seeds[0])
         return measure_seeds(lambda: rss_bytes() or 0, settle, start, lambda value: value,
                              steps, seeds, "this process's resident set, read in this kernel "
-                             "(not by a grader)", rng)
+                             "(not by a grader)", rng, TaskCount(_threads_and_children))
 
 
 __all__ = ["BUDGET", "HELD_QUANTILE", "HELD_SLACK", "KEPT_SLACK", "MEAN_GAP_S",
-           "PRINTED_SEEDS", "TOLERANCE", "TYPED_SEEDS", "LeakCheck", "Raised", "Run",
+           "PRINTED_SEEDS", "TOLERANCE", "TYPED_SEEDS", "LeakCheck", "Raised", "Run", "TaskCount",
            "clean_losses", "current_judge", "draw_seeds", "expect_leak_free", "first_wrong_step",
            "measure_run", "measure_seeds", "measure_twice", "raise_for_raised", "settle",
            "step_counts"]

@@ -218,6 +218,11 @@ class KernelGroup:
             pid = self._netns_pid = next((p for p in self.pids() if _own_netns(p)), None)
         return uncharged_socket_bytes(pid) if pid is not None else 0
 
+    def task_count(self) -> int | None:
+        """Tasks in the group now: every thread of every process (``pids.current``; None where
+        no pids controller counts them)."""
+        return self._first_number(("pids.current",))
+
     def _first_number(self, names: tuple[str, ...]) -> int | None:
         for folder in self.folders:
             for name in names:
@@ -327,18 +332,38 @@ def tree_rss_bytes(root_pid: int) -> int:
     process's ``statm``; pages two processes share are counted in each): the meter where no
     control group is. Files in a tmpfs are not counted."""
     page = os.sysconf("SC_PAGE_SIZE")
+    total = 0
+    for pid in process_tree(root_pid):
+        statm = _read(Path(f"/proc/{pid}/statm")).split()
+        total += int(statm[1]) * page if len(statm) > 1 else 0
+    return total
+
+
+def process_tree(root_pid: int) -> list[int]:
+    """``root_pid`` and every descendant of it running now, from ``/proc``."""
     children: dict[int, list[int]] = {}
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             fields = _read(Path(entry.path) / "stat").rpartition(")")[2].split()
             if len(fields) > 1:
                 children.setdefault(int(fields[1]), []).append(int(entry.name))
-    total, todo = 0, [root_pid]
+    tree, todo = [], [root_pid]
     while todo:
         pid = todo.pop()
-        statm = _read(Path(f"/proc/{pid}/statm")).split()
-        total += int(statm[1]) * page if len(statm) > 1 else 0
+        tree.append(pid)
         todo += children.get(pid, [])
+    return tree
+
+
+def tree_task_count(root_pid: int) -> int:
+    """Threads of process ``root_pid`` and all its descendants, from ``/proc`` (each process's
+    ``task`` folder): the count where no control group is."""
+    total = 0
+    for pid in process_tree(root_pid):
+        try:
+            total += len(os.listdir(f"/proc/{pid}/task"))
+        except OSError:   # it ended meanwhile
+            pass
     return total
 
 

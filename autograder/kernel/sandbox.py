@@ -153,6 +153,15 @@ class SandboxedKernelManager(AsyncKernelManager):
         process = getattr(getattr(self, "provisioner", None), "process", None)
         return resources.tree_rss_bytes(process.pid) if process is not None else 0
 
+    def task_count(self) -> int:
+        """Threads running now in the kernel's processes, all of them: its control group's
+        tasks, or its process tree's threads from ``/proc`` where no group counts them."""
+        found = self._group.task_count() if self._group is not None else None
+        if found is not None:
+            return found
+        process = getattr(getattr(self, "provisioner", None), "process", None)
+        return resources.tree_task_count(process.pid) if process is not None else 0
+
     def memory_method(self) -> str:
         """How :meth:`memory_bytes` reads: a sentence for the grader's messages."""
         if self._group is not None and self._group.memory_bytes() is not None:

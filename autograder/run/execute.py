@@ -328,7 +328,8 @@ class GraderExecute(Execute):
 
         verdict = Judge(self._ask_kernel, fatal=(KernelLost, SlowCell), speed=self._speed,
                         quick=self._ask_quick,
-                        memory=LeakBench(self.km.memory_bytes, self.km.memory_method),
+                        memory=LeakBench(self.km.memory_bytes, self.km.memory_method,
+                                         self.km.task_count),
                         pipeline=PipelineBench(Path(self.km.connection_file).parent)).run(
             source(cell), self._prelude(), label=cell.metadata.nbgrader.grade_id)
         cell.outputs = verdict_outputs(verdict)

@@ -34,7 +34,11 @@ the test prints). Here the grade rests on what the loop keeps, as a function of 
   plus the slack two leak-free runs differ by over N (1.5 MB each), and held under
   ``tinyprof.memcheck.BUDGET``; neither may shrink by as much either (a loop that keeps more
   after N steps than after 2N leaks at step counts the longer run never has: odd ones); the two
-  calls of N/2 may keep no more than the N-step run on their seed by the same slack. A first
+  calls of N/2 may keep no more than the N-step run on their seed by the same slack. And the
+  loop may leave nothing running: the grader counts the group's tasks (every thread of every
+  process; the process tree's from ``/proc`` without a group) before each run and while the
+  child is held, and a thread or process the loop started and did not end fails the test (what
+  it does once the test is over, a leak that lands minutes later included, is never read). A first
   fork that runs no step comes before the five, so that
   what forking allocates in the kernel the first time is in neither. The losses the kernel
   hands back are checked at every step against a clean loop run here on the same seed, drawn
@@ -71,17 +75,20 @@ from __future__ import annotations
 import random
 from typing import Any, Callable
 
-from tinyprof.memcheck import LeakCheck, measure_seeds, settle
+from tinyprof.memcheck import LeakCheck, TaskCount, measure_seeds, settle
 from tinyprof.testing.forked import ForkedRun, no_steps
 
 
 class LeakBench:
     """Measures ``expect_leak_free`` for one test: ``read`` gives the kernel's memory now,
-    ``method`` says how it is read."""
+    ``method`` says how it is read, ``tasks`` counts the threads of all the kernel's processes
+    (None: not counted)."""
 
-    def __init__(self, read: Callable[[], int], method: Callable[[], str]):
+    def __init__(self, read: Callable[[], int], method: Callable[[], str],
+                 tasks: Callable[[], int] | None = None):
         self.read = read
         self.method = method
+        self.tasks = tasks
 
     def measure(self, judge: Any, loop: Any, steps: int, seeds: tuple[int, int],
                 rng: random.Random | None = None) -> tuple[dict[tuple[int, int], Any],
@@ -103,7 +110,7 @@ class LeakBench:
                 lambda n, seed, calls: judge.call(fork, None,
                                                   (loop, int(n), int(seed), int(calls)), {}),
                 lambda held: held.finish(), int(steps), (int(seeds[0]), int(seeds[1])),
-                self.method(), rng)
+                self.method(), rng, TaskCount(self.tasks, held=1) if self.tasks else None)
 
 
 __all__ = ["LeakBench"]
