@@ -50,8 +50,9 @@ with tempfile.TemporaryDirectory(prefix="tinyprof-check-cost-") as scratch:
     wall = time.perf_counter() - start
 row = rows[0] if rows else None
 print("RESULT " + json.dumps({"wall": wall, "problems": [str(p) for p in problems],
-                              "score": getattr(row, "score", None),
-                              "max_score": getattr(row, "max_score", None)}))
+                              **{key: getattr(row, key, None) for key in (
+                                  "score", "max_score", "auto_score", "max_auto_score",
+                                  "questions")}}))
 """
 
 

@@ -8,8 +8,9 @@ a process of its own: ``bench_check_cost.grade_with``) ``--repeat`` times each w
 busy alternating, the first drawn at random. The hogs are ``stress-ng --cpu 2`` when it is
 installed, else 2 Python processes that spin; they run only during the busy gradings.
 
-Printed per chapter: every grading's points, quiet and busy, the median wall seconds of each,
-and whether every grading gave the solution its full marks.
+Printed per chapter: every grading's autograded points (the written answers wait for a person),
+quiet and busy, the median wall seconds of each, whether every grading gave the solution its
+full marks, and each test whose points varied, grading by grading.
 
 Run: ``.venv/bin/python benchmarks/bench_solution_stability.py [--repeat 5]
 [--chapters 08_faster 09_pipeline 10_leaks]``; ``--quick`` grades chapter 10 once each way
@@ -81,23 +82,41 @@ def main() -> None:
     rng = random.Random()
     steady = True
     for chapter in chapters:
-        points: dict[bool, list[str]] = {False: [], True: []}
-        walls: dict[bool, list[float]] = {False: [], True: []}
-        full = True
+        results: dict[bool, list[dict]] = {False: [], True: []}
         for _ in range(repeat):
             for busy in rng.sample([False, True], 2):
                 result = graded(chapter, busy)
                 if result["problems"]:
                     raise SystemExit(f"could not grade {chapter}: {result['problems']}")
-                points[busy].append(f"{result['score']:g}/{result['max_score']:g}")
-                walls[busy].append(result["wall"])
-                full &= result["score"] == result["max_score"]
+                results[busy].append(result)
+        everything = results[False] + results[True]
+        full = all(r["auto_score"] == r["max_auto_score"] for r in everything)
         steady &= full
-        print(f"{chapter:<12} quiet: {' '.join(points[False])} "
-              f"({statistics.median(walls[False]):.1f} s); busy: {' '.join(points[True])} "
-              f"({statistics.median(walls[True]):.1f} s); "
+        print(f"{chapter:<12} autograded points, quiet: {points(results[False])} "
+              f"({statistics.median(r['wall'] for r in results[False]):.1f} s); busy: "
+              f"{points(results[True])} "
+              f"({statistics.median(r['wall'] for r in results[True]):.1f} s); "
               f"{'full marks every time' if full else 'NOT full marks every time'}", flush=True)
-    print(f"\nevery grading of every solution at full marks: {'yes' if steady else 'NO'}")
+        for question, got in varied(everything).items():
+            print(f"{'':12} {question}: quiet {got[:repeat]}, busy {got[repeat:]}")
+    print(f"\nevery grading of every solution at full autograded marks: "
+          f"{'yes' if steady else 'NO'}")
+
+
+def points(results: list[dict]) -> str:
+    """Each grading's autograded points (what the tests decide; written answers wait for a
+    person and are not counted)."""
+    return " ".join(f"{r['auto_score']:g}/{r['max_auto_score']:g}" for r in results)
+
+
+def varied(results: list[dict]) -> dict[str, list[float]]:
+    """The tests whose points were not the same in every grading, with each grading's."""
+    found = {}
+    for question in results[0]["questions"] or {}:
+        got = [(r["questions"] or {}).get(question) for r in results]
+        if len(set(got)) > 1:
+            found[question] = got
+    return found
 
 
 if __name__ == "__main__":

@@ -52,8 +52,9 @@ PRINTS = {
                           rf"median memory roof / STREAM on 256 MiB arrays: {NUMBER}"],
     "bench_socket_memory.py": [rf"(unix_stream +{NUMBER} MB( +{NUMBER}){{3}} +{NUMBER} MB "
                                rf"+{NUMBER}|no writable control groups here)"],
-    "bench_solution_stability.py": [r"10_leaks +quiet: [\d.]+/[\d.]+ \(" + NUMBER + r" s\); "
-                                    r"busy: [\d.]+/[\d.]+ \(" + NUMBER + r" s\)"],
+    "bench_solution_stability.py": [r"10_leaks +autograded points, quiet: [\d.]+/[\d.]+ \("
+                                    + NUMBER + r" s\); busy: [\d.]+/[\d.]+ \(" + NUMBER + r" s\)",
+                                    r"at full autograded marks: (yes|NO)"],
     "bench_speed_grading.py": [rf"by the grader \(CPU time, outside the kernel\) vs {NUMBER}× "
                                rf"by tp\.ab_test in the kernel, called as a student calls it: "
                                rf"{NUMBER}%",
