@@ -16,10 +16,12 @@ c.CourseDirectory.course_id = "tinyprof"
 c.CourseDirectory.root = REPO_ROOT
 c.CourseDirectory.source_directory = "solutions"
 c.CourseDirectory.release_directory = "notebooks"
-# Files a chapter writes next to itself when it runs (traces, baselines, reports) stay out of
-# the release: students get only the notebook.
+# Files a chapter writes next to itself when it runs (traces, baselines, reports, chapter 09's
+# data set of 1,797 PNG files) stay out of the release, students get only the notebook; and out
+# of each graded copy's feedback folder, which nbgrader would otherwise walk file by file (2 s
+# a notebook for the PNG files alone).
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "*.db",
-                            "*.json", "*.md"]
+                            "*.json", "*.md", "digits_png"]
 
 # Warnings printed to stderr by libraries (numpy, matplotlib, ...) must not zero a passing test
 # cell: nbgrader scores any stderr output as a failure unless it is removed first.

@@ -8,6 +8,7 @@ solutions/ with --nbval-lax, see pyproject.toml.)
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 from chapters import chapter_id, solution_notebooks, student_notebook
@@ -75,6 +76,28 @@ def test_release_reproduces_notebooks_byte_for_byte(tmp_path):
             "and commit the result (never edit notebooks/ by hand)")
     assert sorted(p.relative_to(tmp_path) for p in written) == sorted(
         p.relative_to(course.NOTEBOOKS) for p in course.NOTEBOOKS.glob("*/*.ipynb"))
+
+
+def test_what_a_chapter_writes_next_to_itself_is_never_released(tmp_path):
+    """An instructor who ran chapter 09 in solutions/ has its data set (1,797 PNG files) and
+    traces beside it: nbgrader's release leaves them out (and so does each graded copy's
+    feedback folder, which nbgrader would otherwise walk file by file)."""
+    source = tmp_path / "solutions" / "09_pipeline"
+    source.mkdir(parents=True)
+    shutil.copy(course.SOLUTIONS / "09_pipeline" / "pipeline.ipynb", source)
+    written = ["digits_png/3/0879.png", "pipeline_trace.json", "profiler_trace.json",
+               "benchmark_report.md", ".ipynb_checkpoints/pipeline-checkpoint.ipynb"]
+    for name in written:
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        (source / name).write_bytes(b"written by a run of the chapter")
+    config = course.load_config(root=str(tmp_path), source_directory="solutions",
+                                release_directory="release",
+                                db_url=f"sqlite:///{tmp_path / 'gradebook.db'}")
+    result = course.api(config).generate_assignment("09_pipeline", force=True, create=True)
+    assert result["success"], result["log"]
+    released = tmp_path / "release" / "09_pipeline"
+    assert sorted(p.relative_to(released).as_posix() for p in released.rglob("*")
+                  if p.is_file()) == ["pipeline.ipynb"]
 
 
 @pytest.mark.parametrize("solution", CHAPTERS, ids=chapter_id)

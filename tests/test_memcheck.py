@@ -15,6 +15,7 @@ from tinyprof.memcheck import (
     PRINTED_SEEDS,
     TOLERANCE,
     TYPED_SEEDS,
+    CleanLosses,
     LeakCheck,
     Raised,
     Run,
@@ -190,3 +191,20 @@ def test_measure_run_counts_the_threads_a_run_leaves_running():
     finally:
         release.set()
     assert (clean.left, leaving.left, as_held.left) == (0, 1, 0)
+
+
+def test_clean_losses_come_from_a_process_of_their_own_or_from_here(monkeypatch):
+    """The grader's clean losses, computed while the student's loop runs, equal the clean loop's
+    own, every step, on each seed; and when no process can start they are computed here."""
+    from tinyprof.leaks.loop import train
+
+    started = CleanLosses(12, (7, 123456))
+    assert started._process is not None
+    try:
+        assert started.of(123456) == train(12, 123456)
+        assert started.of(7) == train(12, 7)
+    finally:
+        started.close()
+    monkeypatch.setattr("sys.executable", "/nonexistent/python")
+    here = CleanLosses(5, (3,))
+    assert here._process is None and here.of(3) == train(5, 3)

@@ -186,6 +186,9 @@ def test_git_in_the_student_repository_ignores_builds_and_what_chapters_write(pu
                "notebooks/06_benchmarking/baseline.json", "notebooks/06_benchmarking/current.json",
                "notebooks/06_benchmarking/benchmark_report.md",
                "notebooks/07_pytorch/gpt_torch_trace.json",
+               "notebooks/09_pipeline/digits_png/3/0879.png",
+               "notebooks/09_pipeline/pipeline_trace.json",
+               "notebooks/09_pipeline/profiler_trace.json",
                "notebooks/01_parameters/.ipynb_checkpoints/parameters-checkpoint.ipynb"]
     for name in written:
         (repo / name).parent.mkdir(parents=True, exist_ok=True)

@@ -399,16 +399,16 @@ def measure_twice(read: Callable[[], int], settle_now: Callable[[], Any],
 
 def measure_seeds(read: Callable[[], int], settle_now: Callable[[], Any],
                   start: Callable[[int, int, int], Any], finish: Callable[[Any], Any],
-                  steps: int, seeds: tuple[int, int], method: str, rng: random.Random,
-                  tasks: TaskCount | None = None) -> tuple[dict[tuple[int, int], Any],
-                                                           LeakCheck]:
-    """The five runs of a check, in a random order: N and 2N steps on each of ``seeds``
-    (:func:`draw_seeds`), and two calls of N/2 steps on one of them, drawn;
-    ``start(n, seed, calls)`` runs ``calls`` calls of the loop, one after the other, otherwise
-    as in :func:`measure_twice`; ``tasks`` counts the threads the loop leaves running. The
-    values by (step count, seed) (the two calls': the last one's), and the
+                  counts: tuple[int, int], seeds: tuple[int, int], method: str,
+                  rng: random.Random, tasks: TaskCount | None = None) -> tuple[
+                      dict[tuple[int, int], Any], LeakCheck]:
+    """The five runs of a check, in a random order: N and 2N steps (``counts``,
+    :func:`step_counts`) on each of ``seeds`` (:func:`draw_seeds`), and two calls of N/2 steps
+    on one of them, drawn; ``start(n, seed, calls)`` runs ``calls`` calls of the loop, one after
+    the other, otherwise as in :func:`measure_twice`; ``tasks`` counts the threads the loop
+    leaves running. The values by (step count, seed) (the two calls': the last one's), and the
     :class:`LeakCheck`."""
-    n, twice = step_counts(steps, rng)
+    n, twice = counts
     typed, drawn = seeds
     half, again = n // 2, rng.choice(seeds)
     plan = {(count, seed): (lambda count=count, seed=seed: start(count, seed, 1))
@@ -497,27 +497,59 @@ def first_wrong_step(got: Any, want: Sequence[float], rtol: float) -> str | None
     return None
 
 
-def clean_losses(steps: int, seed: int) -> list[float]:
-    """The clean loop's losses (:func:`tinyprof.leaks.train`), computed in a process of its own
-    with one BLAS thread: in a grader beside busy kernels, numpy's threads made the 2N steps
-    ten times slower (1 ms a step alone, 10 to 19 ms here). In this process if that fails."""
-    import json
-    import os
-    import subprocess
+class CleanLosses:
+    """The clean loop's losses (:func:`tinyprof.leaks.train`) for ``steps`` steps on each of
+    ``seeds``, computed in a process of its own, started at once, while the student's loop runs:
+    the grader waits for them only after its runs (with one BLAS thread: beside busy kernels,
+    numpy's threads made the steps ten times slower, 1 ms a step alone, 10 to 19 ms here). In
+    this process if that process fails."""
 
-    from .leaks.loop import train
+    CODE = ("import json, sys\nfrom tinyprof.leaks.loop import train\n"
+            "for seed in sys.argv[2:]:\n"
+            "    print(json.dumps(train(int(sys.argv[1]), int(seed))), flush=True)\n")
 
-    code = ("import json, sys\nfrom tinyprof.leaks.loop import train\n"
-            "print(json.dumps(train(int(sys.argv[1]), int(sys.argv[2]))))")
-    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
-           "MKL_NUM_THREADS": "1"}
-    try:
-        done = subprocess.run([sys.executable, "-c", code, str(steps), str(seed)], env=env,
-                              capture_output=True, text=True, timeout=300, check=True)
-        losses = json.loads(done.stdout)
-    except (OSError, subprocess.SubprocessError, ValueError):
-        return train(steps, seed)
-    return [float(x) for x in losses]
+    def __init__(self, steps: int, seeds: Sequence[int]) -> None:
+        import os
+        import subprocess
+
+        self.steps, self.seeds = int(steps), [int(seed) for seed in seeds]
+        env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
+               "MKL_NUM_THREADS": "1"}
+        try:
+            self._process: Any = subprocess.Popen(
+                [sys.executable, "-c", self.CODE, str(self.steps), *map(str, self.seeds)],
+                env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        except OSError:
+            self._process = None
+        self._losses: dict[int, list[float]] | None = None
+
+    def of(self, seed: int) -> list[float]:
+        """The clean losses on ``seed`` (one of the seeds given), all ``steps`` of them."""
+        if self._losses is None:
+            self._losses = self._collect()
+        return self._losses[seed]
+
+    def close(self) -> None:
+        """Stop the process if it still runs (a check that failed before it needed it)."""
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
+            self._process.communicate()
+
+    def _collect(self) -> dict[int, list[float]]:
+        import json
+        import subprocess
+
+        from .leaks.loop import train
+
+        if self._process is not None:
+            try:
+                out, _ = self._process.communicate(timeout=300)
+                rows = [json.loads(line) for line in out.splitlines()]
+                if self._process.returncode == 0 and len(rows) == len(self.seeds):
+                    return {seed: [float(x) for x in row] for seed, row in zip(self.seeds, rows)}
+            except (ValueError, subprocess.SubprocessError):
+                self.close()
+        return {seed: train(self.steps, seed) for seed in self.seeds}
 
 
 def current_judge() -> Any:
@@ -538,20 +570,24 @@ def expect_leak_free(loop: Callable[[int, int], Sequence[float]], steps: int = 3
 
     rng = random.Random(random.SystemRandom().getrandbits(64))
     seeds = draw_seeds(rng)
+    counts = step_counts(steps, rng)
     judge = current_judge()
-    if judge is not None:
-        got, check = judge.measure_leaks(loop, steps=steps, seeds=seeds, rng=rng)
+    if judge is None:
+        got, check = _here(loop, counts, seeds, rng, sys._getframe(1).f_globals)
+        want = {seed: train(counts[1], seed) for seed in seeds}
     else:
-        got, check = _here(loop, steps, seeds, rng, sys._getframe(1).f_globals)
+        clean = CleanLosses(counts[1], seeds)   # computed while the student's loop runs
+        try:
+            got, check = judge.measure_leaks(loop, counts=counts, seeds=seeds, rng=rng)
+            want = {seed: clean.of(seed) for seed in seeds}
+        finally:
+            clean.close()
     check = replace(check, tolerance=tolerance)
     raise_for_raised(got, check)
-    for seed in sorted({seed for _, seed in got}):
-        longest = max(n for n, used in got if used == seed)
-        want = clean_losses(longest, seed) if judge is not None else train(longest, seed)
-        for n in sorted(n for n, used in got if used == seed):
-            wrong = first_wrong_step(got[n, seed], want[:n], rtol)
-            if wrong:
-                raise AssertionError(f"{n} steps on seed {seed}: {wrong}")
+    for n, seed in sorted(got):
+        wrong = first_wrong_step(got[n, seed], want[seed][:n], rtol)
+        if wrong:
+            raise AssertionError(f"{n} steps on seed {seed}: {wrong}")
     print(check.describe())
     failed = check.failure()
     if failed:
@@ -567,7 +603,7 @@ def _threads_and_children() -> int:
     return threading.active_count() + len(multiprocessing.active_children())
 
 
-def _here(loop: Callable, steps: int, seeds: tuple[int, int], rng: random.Random,
+def _here(loop: Callable, counts: tuple[int, int], seeds: tuple[int, int], rng: random.Random,
           namespace: dict) -> tuple[dict[tuple[int, int], Any], LeakCheck]:
     """The check in this process (no grader): its resident set read by a thread. A first run of
     two steps comes before the measured ones: what the loop allocates once and keeps (its
@@ -586,12 +622,12 @@ def _here(loop: Callable, steps: int, seeds: tuple[int, int], rng: random.Random
     with small_pages(), Switch((), namespace):   # opened once: its first opening allocates
         start(2, seeds[0])
         return measure_seeds(lambda: rss_bytes() or 0, settle, start, lambda value: value,
-                             steps, seeds, "this process's resident set, read in this kernel "
+                             counts, seeds, "this process's resident set, read in this kernel "
                              "(not by a grader)", rng, TaskCount(_threads_and_children))
 
 
 __all__ = ["BUDGET", "HELD_QUANTILE", "HELD_SLACK", "KEPT_SLACK", "MEAN_GAP_S",
-           "PRINTED_SEEDS", "TOLERANCE", "TYPED_SEEDS", "LeakCheck", "Raised", "Run", "TaskCount",
-           "clean_losses", "current_judge", "draw_seeds", "expect_leak_free", "first_wrong_step",
+           "PRINTED_SEEDS", "TOLERANCE", "TYPED_SEEDS", "CleanLosses", "LeakCheck", "Raised", "Run",
+           "TaskCount", "current_judge", "draw_seeds", "expect_leak_free", "first_wrong_step",
            "measure_run", "measure_seeds", "measure_twice", "raise_for_raised", "settle",
            "step_counts"]

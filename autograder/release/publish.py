@@ -53,9 +53,11 @@ INSTRUCTOR_PAGE = "book/instructors"
 #: and students' code); publishing refuses any file that holds it.
 PRIVATE_MARK = "tinyprof cohort report: private to the instructors, never published"
 #: Files the chapters write next to themselves (05 and 07: a Chrome trace; 06: its benchmark
-#: records and report); the student repository's git ignores them, as this repository's does.
+#: records and report; 09: its data set and two traces); the student repository's git ignores
+#: them, as this repository's does.
 CHAPTER_OUTPUTS = ("gpt_step_trace.json", "baseline.json", "current.json", "benchmark_report.md",
-                   "gpt_torch_trace.json")
+                   "gpt_torch_trace.json", "digits_png/", "pipeline_trace.json",
+                   "profiler_trace.json")
 #: What git ignores in the student repository: environments, caches, builds, chapter outputs.
 STUDENT_GITIGNORE = (".venv/", "__pycache__/", "*.egg-info/", ".ipynb_checkpoints/", "build/",
                      "dist/", "_build/") + CHAPTER_OUTPUTS

@@ -42,7 +42,8 @@ the test prints). Here the grade rests on what the loop keeps, as a function of 
   fork that runs no step comes before the five, so that
   what forking allocates in the kernel the first time is in neither. The losses the kernel
   hands back are checked at every step against a clean loop run here on the same seed, drawn
-  at random at every grading.
+  at random at every grading (in a process of the grader's, while the kernel's runs go on:
+  ``tinyprof.memcheck.CleanLosses``).
 
 What the grader observes: the group's memory before each run, at random times during it, and
 after the loop returned and the child settled; the losses. What it cannot: which pages hold what
@@ -90,7 +91,7 @@ class LeakBench:
         self.method = method
         self.tasks = tasks
 
-    def measure(self, judge: Any, loop: Any, steps: int, seeds: tuple[int, int],
+    def measure(self, judge: Any, loop: Any, counts: tuple[int, int], seeds: tuple[int, int],
                 rng: random.Random | None = None) -> tuple[dict[tuple[int, int], Any],
                                                            LeakCheck]:
         """The losses ``loop(n, seed)`` returned in the kernel for each run, by (step count,
@@ -109,7 +110,8 @@ class LeakBench:
                 self.read, lambda: judge.make(settle, [0]),
                 lambda n, seed, calls: judge.call(fork, None,
                                                   (loop, int(n), int(seed), int(calls)), {}),
-                lambda held: held.finish(), int(steps), (int(seeds[0]), int(seeds[1])),
+                lambda held: held.finish(), (int(counts[0]), int(counts[1])),
+                (int(seeds[0]), int(seeds[1])),
                 self.method(), rng, TaskCount(self.tasks, held=1) if self.tasks else None)
 
 
