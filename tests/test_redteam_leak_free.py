@@ -45,13 +45,9 @@ TEST_ID = "test_train_fixed"
 #: graded run apart (issue 45's s7-tells) lose the points (a seed people type is in every check)
 #: or are flagged for review (intake/tells.py: a fork's process id or CPU time, the call stack,
 #: /proc, the environment, the user, the network interfaces); one is left. The socket-buffer
-#: cheats lose the points since s7-sockets (TCP counted, UDP, IPv6 and netlink refused).
+#: cheats lose the points since s7-sockets (TCP counted, UDP, IPv6 and netlink refused);
+#: file_ballast since s12 (tmpfs files count at their most over a run: "grows 6.6 KB a step").
 MISSED: dict[str, str] = {
-    "file_ballast": "a tmpfs file's pages are shared with the fork, not copied: truncating a "
-                    "pre-touched file of /tmp in the fork gives back pages of the kernel's "
-                    "and pays for the leak (141 B a step kept; an eighth of each step kept, "
-                    "6.4 kB, from 60 MB in /tmp and 60 in /dev/shm, which outlast the two "
-                    "checks' four runs, up to 10,800 steps)",
     "pretouched_file_history": "a file mapped shared (np.memmap) is written in place by the "
                                "fork, no page copied: a history written into pre-touched file "
                                "pages adds nothing (−641 B a step kept) and stays in the kernel",
@@ -213,3 +209,11 @@ def test_a_switched_cheat_leaks_on_a_students_machine(name):
     assert len(kept) == 24 and all(a.shape == shape for a in kept), (
         f"{name} kept {len(kept)} arrays in 24 steps outside the grader: it should keep every "
         f"step's reconstruction there ({shape} of it)")
+
+
+def test_the_instructors_page_counts_the_known_gaps():
+    """book/instructors.md says how many of the red team's cheats keep the points: the count
+    of MISSED, out of every cheat here."""
+    page = " ".join((SOLUTIONS.parent / "book" / "instructors.md").read_text().split())
+    said = f"keeps {len(MISSED)} of its {len(CHEATS)} cheats as known gaps"
+    assert said in page, f"book/instructors.md should say '{said}'"

@@ -115,3 +115,58 @@ def test_a_group_counts_every_thread_of_its_processes():
     finally:
         group.remove()
         process.wait(timeout=30)
+
+
+#: A process that writes an 8 MB tmpfs file and truncates it, a line of stdin each.
+TMPFS_FILE = ("import os, sys\n"
+              "print('ready', flush=True)\n"
+              "for line in sys.stdin:\n"
+              "    if line.strip() == 'write':\n"
+              "        with open(sys.argv[1], 'wb') as out:\n"
+              "            out.write(b'\\1' * (8 << 20))\n"
+              "    else:\n"
+              "        os.truncate(sys.argv[1], 0)\n"
+              "    print('done', flush=True)\n")
+
+
+@pytest.mark.skipif(resources.backend() is None, reason="no writable control groups (root)")
+def test_tmpfs_files_freed_during_a_run_are_not_credited(tmp_path):
+    """The group's tmpfs files are read apart (shmem): an 8 MB file written counts, and for
+    the leak check its truncation during a run gives nothing back (a fork shares a file's pages
+    with the kernel: truncating one written before the call paid for a leak)."""
+    from autograder.run.memory_check import FreedFilesUncredited
+
+    path = f"/dev/shm/tinyprof-test-{os.getpid()}"
+    group = resources.create(memory_mb=200, processes=16)
+    launcher = os.path.join(os.path.dirname(resources.__file__), "launcher.py")
+    process = subprocess.Popen([sys.executable, "-S", launcher,
+                                *(a for f in group.procs_files for a in ("--cgroup", str(f))),
+                                "--", sys.executable, "-c", TMPFS_FILE, path],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def ask(what: str) -> None:
+        process.stdin.write(what + "\n")
+        process.stdin.flush()
+        assert process.stdout.readline().strip() == "done"
+
+    try:
+        assert process.stdout.readline().strip() == "ready"
+        if group.shmem_bytes() is None:
+            pytest.skip("this group's memory controller reports no shmem")
+        before = group.shmem_bytes()
+        ask("write")
+        assert group.shmem_bytes() - before >= 8 << 20
+        reading = FreedFilesUncredited(group.memory_bytes, group.shmem_bytes)
+        reading.new_run()
+        written, usage = reading(), group.memory_bytes()
+        ask("truncate")
+        assert usage - group.memory_bytes() >= 7 << 20, "the truncation freed the file's pages"
+        assert reading() >= written - (1 << 20), "freed tmpfs pages were credited"
+        reading.new_run()
+        assert abs(reading() - group.memory_bytes()) < 1 << 20
+    finally:
+        process.stdin.close()
+        process.wait(timeout=30)
+        group.remove()
+        if os.path.exists(path):
+            os.remove(path)

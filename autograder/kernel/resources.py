@@ -209,6 +209,18 @@ class KernelGroup:
             found += self._first_number(("memory.kmem.tcp.usage_in_bytes",)) or 0
         return found + self.queued_socket_bytes()
 
+    def shmem_bytes(self) -> int | None:
+        """The group's files in tmpfs now (scratch folder, /tmp, /dev/shm): ``shmem`` of its
+        memory.stat (v1: ``total_shmem``), part of :meth:`memory_bytes`; None where no memory
+        controller counts it."""
+        for folder in self.folders:
+            stat = dict(line.split(" ", 1) for line in _read(folder / "memory.stat").splitlines()
+                        if " " in line)
+            found = stat.get("total_shmem", stat.get("shmem", "")).strip()
+            if found.isdigit():
+                return int(found)
+        return None
+
     def queued_socket_bytes(self) -> int:
         """Bytes queued in the group's network namespace on sockets no group is charged for
         (:func:`uncharged_socket_bytes`), read through one of its processes in that namespace;

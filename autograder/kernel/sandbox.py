@@ -153,6 +153,12 @@ class SandboxedKernelManager(AsyncKernelManager):
         process = getattr(getattr(self, "provisioner", None), "process", None)
         return resources.tree_rss_bytes(process.pid) if process is not None else 0
 
+    def shmem_bytes(self) -> int:
+        """The kernel's files in tmpfs now (part of :meth:`memory_bytes`); 0 without a control
+        group, whose reading counts no files."""
+        found = self._group.shmem_bytes() if self._group is not None else None
+        return found or 0
+
     def task_count(self) -> int:
         """Threads running now in the kernel's processes, all of them: its control group's
         tasks, or its process tree's threads from ``/proc`` where no group counts them."""

@@ -28,7 +28,10 @@ the test prints). Here the grade rests on what the loop keeps, as a function of 
   thread here read the group at random times (exponential gaps); their 90th percentile is
   **held**. Memory that existed before the call stays the parent's: a ballast freed as the leak
   grows frees nothing, a buffer touched in advance is copied page by page as the loop writes
-  it, and both are charged to the group.
+  it, and both are charged to the group. Files in tmpfs are the exception, their pages are
+  shared with the fork, not copied: the group's files (``shmem``) count at their most since
+  the run began (:class:`FreedFilesUncredited`), so truncating a file written before the call
+  pays for nothing.
 - **The grader decides.** Kept and held per step are the differences between the 2N and N
   runs over N, on each seed; each must stay under the tolerance (1 kB a step, the chapter's)
   plus the slack two leak-free runs differ by over N (1.5 MB each), and held under
@@ -49,8 +52,10 @@ What the grader observes: the group's memory before each run, at random times du
 after the loop returned and the child settled; the losses. What it cannot: which pages hold what
 (a leak paid for by a ballast the loop allocates itself at the start of each run, freed as the
 leak grows, looks flat until the ballast outgrows the budget: about 21 MB / 2N, 9 to 18 kB a
-step at the chapter's step counts, can hide that way); work done outside the kernel's group; and
-a loop that asks whether it is being tested and behaves only then. Bytes the loop leaves unread
+step at the chapter's step counts, can hide that way); what a loop writes in place into the
+pages of a file that existed before the call (a history in a pre-touched file mapped shared: no
+page is copied, none added); work done outside the kernel's group; and a loop that asks whether
+it is being tested and behaves only then. Bytes the loop leaves unread
 in the kernel's own buffers are in the reading: Unix sockets and pipes are charged to the group,
 TCP buffers are added from the group's own counter (cgroup v1, resources.py), and the socket
 kinds a kernel does not need (UDP, IPv6, netlink's user protocol, whose queues no group charges:
@@ -74,20 +79,44 @@ check look for (``intake.review``: patched modules, tinyprof's private names).
 from __future__ import annotations
 
 import random
+import threading
 from typing import Any, Callable
 
 from tinyprof.memcheck import LeakCheck, TaskCount, measure_seeds, settle
 from tinyprof.testing.forked import ForkedRun, no_steps
 
 
+class FreedFilesUncredited:
+    """The kernel's memory (``read``) with its tmpfs files (``files``, part of it) counted at
+    their most since :meth:`new_run`: a fork shares the pages of the kernel's files, so a run
+    that truncates a file written before it would otherwise pay for its growth with them."""
+
+    def __init__(self, read: Callable[[], int], files: Callable[[], int]):
+        self.read, self.files = read, files
+        self._most: int | None = None
+        self._lock = threading.Lock()
+
+    def new_run(self) -> None:
+        with self._lock:
+            self._most = None
+
+    def __call__(self) -> int:
+        total = self.read()
+        files = self.files()   # after the total: pages freed in between are counted twice
+        with self._lock:
+            self._most = files if self._most is None else max(self._most, files)
+            return total + self._most - files
+
+
 class LeakBench:
     """Measures ``expect_leak_free`` for one test: ``read`` gives the kernel's memory now,
     ``method`` says how it is read, ``tasks`` counts the threads of all the kernel's processes
-    (None: not counted)."""
+    (None: not counted), ``files`` the part of ``read`` in tmpfs files (None: not counted)."""
 
     def __init__(self, read: Callable[[], int], method: Callable[[], str],
-                 tasks: Callable[[], int] | None = None):
-        self.read = read
+                 tasks: Callable[[], int] | None = None,
+                 files: Callable[[], int] | None = None):
+        self.read = FreedFilesUncredited(read, files or (lambda: 0))
         self.method = method
         self.tasks = tasks
 
@@ -107,7 +136,7 @@ class LeakBench:
         with judge.switch(()):
             judge.call(fork, None, (no_steps, 0, 0), {}).finish()   # a first fork: warm-up
             return measure_seeds(
-                self.read, lambda: judge.make(settle, [0]),
+                self.read, lambda: (judge.make(settle, [0]), self.read.new_run()),
                 lambda n, seed, calls: judge.call(fork, None,
                                                   (loop, int(n), int(seed), int(calls)), {}),
                 lambda held: held.finish(), (int(counts[0]), int(counts[1])),
@@ -115,4 +144,4 @@ class LeakBench:
                 self.method(), rng, TaskCount(self.tasks, held=1) if self.tasks else None)
 
 
-__all__ = ["LeakBench"]
+__all__ = ["FreedFilesUncredited", "LeakBench"]
