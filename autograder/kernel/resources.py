@@ -184,11 +184,7 @@ class KernelGroup:
     def cpu_seconds(self) -> float:
         """CPU time used by every process of the group so far, in seconds."""
         if self.backend.version == 2:
-            for line in _read(self.folders[0] / "cpu.stat").splitlines():
-                key, _, value = line.partition(" ")
-                if key == "usage_usec":
-                    return int(value) / 1e6
-            return 0.0
+            return int(_stat_values(self.folders[0] / "cpu.stat").get("usage_usec", 0)) / 1e6
         usage = next((f / "cpuacct.usage" for f in self.folders
                       if (f / "cpuacct.usage").exists()), None)
         return int(_read(usage) or 0) / 1e9 if usage else 0.0
@@ -214,11 +210,10 @@ class KernelGroup:
         memory.stat (v1: ``total_shmem``), part of :meth:`memory_bytes`; None where no memory
         controller counts it."""
         for folder in self.folders:
-            stat = dict(line.split(" ", 1) for line in _read(folder / "memory.stat").splitlines()
-                        if " " in line)
-            found = stat.get("total_shmem", stat.get("shmem", "")).strip()
-            if found.isdigit():
-                return int(found)
+            stat = _stat_values(folder / "memory.stat")
+            found = stat.get("total_shmem", stat.get("shmem"))
+            if found is not None:
+                return found
         return None
 
     def queued_socket_bytes(self) -> int:
@@ -413,6 +408,17 @@ def _own_netns(pid: int) -> bool:
 @lru_cache(maxsize=1)
 def _this_netns() -> str:
     return os.readlink("/proc/self/ns/net")
+
+
+def _stat_values(path: Path) -> dict[str, int]:
+    """A control group's ``key value`` file (cpu.stat, memory.stat) as numbers by key; empty
+    when it cannot be read."""
+    values = {}
+    for line in _read(path).splitlines():
+        key, _, value = line.partition(" ")
+        if value.strip().isdigit():
+            values[key] = int(value)
+    return values
 
 
 def _read(path: Path | None) -> str:
