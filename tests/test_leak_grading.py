@@ -224,10 +224,15 @@ def test_no_cheat_passes(cheat, tmp_path):
     record = grade_cell(CHEATS[cheat], tmp_path)
     assert not record["verdict"]["passed"], (cheat, record)
     message = record["verdict"]["message"]
-    expected = {"a loop that returns early": "step ",
-                "a loop that skips steps": "step ",
-                "a call into tinyprof's own loop": "switched off"}.get(cheat, "grows")
-    assert expected in message, (cheat, message)
+    expected = {"a loop that returns early": ("step ",),
+                "a loop that skips steps": ("step ",),
+                "a call into tinyprof's own loop": ("switched off",),
+                # Each run rewrites the one file: a shorter run after a longer one truncates a
+                # file written before its call, which is not credited (FreedFilesUncredited), so
+                # in that order the shorter run holds more and the reason is the shrink.
+                "the arrays written to a file until the scratch folder is full": (
+                    "grows", "more after")}.get(cheat, ("grows",))
+    assert any(reason in message for reason in expected), (cheat, message)
 
 
 @pytest.mark.parametrize("honest", sorted(HONEST_ALTERNATIVES))
