@@ -34,10 +34,29 @@ set-up cells (``np``, ``tp``, ``time``, ``threading``, ``queue``, ``Device``, ``
   is read): ``step_opened_before_its_batch_is_read``;
 - *the run's ends* (since the start-up allowance: idle time before the first request, after
   the listing, after the last step): ``pause_before_the_first_request``,
-  ``pause_after_the_listing``, ``idle_after_the_last_step``.
+  ``pause_after_the_listing``, ``idle_after_the_last_step``;
+- *a worker's start-up* (since the window opens at the call and a process the call started
+  earns a worker's start-up allowance): ``pause_in_a_process_the_call_started``; and, in
+  ``NEW_CHEATS`` (a second red team; each idles 1.4 s before its first step, inside the 1.83 s
+  a worker's read freed when the allowance was granted whole; all lose since it is the time
+  from the call to a new process's first read of a file): the allowance is a flag, not a
+  moment (``pause_after_a_new_process_read``, ``whole_loop_in_a_process_the_call_started``);
+  who connected is not who reads (a connection's credentials are set at connect:
+  ``connection_made_by_a_child_on_a_shared_socket``,
+  ``connection_passed_from_a_spawned_program``); what counts as a read
+  (``empty_read_from_a_new_process``); which process the call started
+  (``reader_forked_by_a_helper_started_before_the_call``,
+  ``connection_made_before_the_call_by_a_process_gone_at_it``); and two controls that must lose
+  whatever the rule's weaknesses, as they show the grader tells the kernel and processes
+  running at the call from new ones (``pause_in_the_kernel_process_alone``,
+  ``read_by_a_helper_started_before_the_call``).
 
 ``HONEST`` adds ``thread_pool_of_loaders`` (a ThreadPoolExecutor of four loaders, four batches
-ahead, a request per file).
+ahead, a request per file), and in ``NEW_HONEST`` worker processes started in the call:
+``fork_pool_imap`` (a multiprocessing Pool of forked loaders),
+``spawn_executor_of_the_data_sets_batch`` (a spawned ProcessPoolExecutor mapping the data set's
+own ``batch``), ``forked_loader_feeding_a_queue`` (one forked producer, a bounded queue),
+``process_pool_started_in_the_call`` (concurrent.futures' pool, forked, made in the call).
 """
 
 from __future__ import annotations
@@ -133,6 +152,394 @@ def train_fast(task):
 
 def _serial(loader: str, step: str = "task.step", before: str = "") -> str:
     return before + SERIAL.replace("LOADER", loader).replace("STEP", step)
+
+
+#: The rest of ``train_fast``: the chapter's prefetching loop (appended to the cheats that
+#: pause first, to be graded on the pause alone).
+PREFETCH = '''
+    values = []
+    with tp.loading.Prefetcher(task.batches(), 2) as batches, Device() as device:
+        for batch in batches:
+            values.append(device.submit(lambda b=batch: task.step(b)).result())
+    return values
+'''
+
+#: The grader's wire written out (json header with its blob count, each part length-prefixed):
+#: a request on a socket of the loop's own, without tinyprof's functions.
+RAW_WIRE = '''
+import json
+import socket
+
+
+def _exactly(sock, size):
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("closed")
+        data += chunk
+    return data
+
+
+def _raw_ask(sock, header):
+    body = json.dumps({**header, "blobs": 0}).encode()
+    sock.sendall(len(body).to_bytes(4, "big") + body)
+    answer = json.loads(_exactly(sock, int.from_bytes(_exactly(sock, 4), "big")))
+    for _ in range(answer.get("blobs", 0)):
+        _exactly(sock, int.from_bytes(_exactly(sock, 4), "big"))
+    if "error" in answer:
+        raise RuntimeError(answer["error"])
+    return answer
+
+
+def _first_path(sock):
+    return _raw_ask(sock, {"op": "list"})["files"][0][0]
+'''
+
+#: A helper process started when the answer cell runs (so it is running when the grader calls
+#: the loop), serving the call's requests: it follows a cheat's own ``_helper(requests)``.
+HELPER_STARTED_WITH_THE_CELL = '''
+
+_REQUESTS, _HELPERS_END = multiprocessing.Pipe()
+_HELPER = multiprocessing.get_context("fork").Process(target=_helper, args=(_HELPERS_END,),
+                                                      daemon=True)
+_HELPER.start()   # when the cell runs: running when the grader calls the loop
+'''
+
+NEW_CHEATS = {
+    "pause_after_a_new_process_read": '''
+from concurrent.futures import ProcessPoolExecutor
+
+
+def _read_one(task):
+    task.dataset(batched_reads=True).read([0])
+
+
+def train_fast(task):
+    """A worker's start-up is a flag, not a moment: a process pool of one (concurrent.futures,
+    nothing the static review flags) reads one file at once and is shut down, then the kernel's
+    own process pauses 1.4 s, then the chapter's prefetching loop; the grader frees 1.5 s
+    before the first step because a new process read, whenever it read."""
+    with ProcessPoolExecutor(1) as pool:
+        pool.submit(_read_one, task).result()
+    time.sleep(1.4)   # "warming up": anything at all, after the worker's read
+''' + PREFETCH,
+
+    "pause_in_the_kernel_process_alone": '''
+
+def train_fast(task):
+    """Who read (the control): no process but the kernel's, a 1.4 s pause before the chapter's
+    prefetching loop; kept if the grader's snapshot of the processes running at the call misses
+    the sandboxed kernel (another pid namespace, hidden pids), so that every read looks new."""
+    time.sleep(1.4)   # "warming up": anything at all
+''' + PREFETCH,
+
+    "connection_made_by_a_child_on_a_shared_socket": RAW_WIRE + '''
+import os
+
+
+def train_fast(task):
+    """Who connected is not who reads: the kernel makes a socket, a forked child connects it to
+    the grader (a fork shares the socket) and ends at once; the kernel then reads a file through
+    it (its credentials are the child's, set at connect), pauses 1.4 s, and runs the chapter's
+    prefetching loop."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    child = os.fork()
+    if child == 0:
+        try:
+            sock.connect(task.address)
+        finally:
+            os._exit(0)
+    os.waitpid(child, 0)
+    _raw_ask(sock, {"op": "read", "paths": [_first_path(sock)]})   # the kernel's own read
+    sock.close()
+    time.sleep(1.4)   # "warming up": anything at all
+''' + PREFETCH,
+
+    "connection_passed_from_a_spawned_program": RAW_WIRE + '''
+import subprocess
+import sys
+
+_CONNECT_AND_PASS = (
+    "import socket, sys\\n"
+    "back = socket.socket(fileno=int(sys.argv[2]))\\n"
+    "sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\\n"
+    "sock.connect(sys.argv[1])\\n"
+    "socket.send_fds(back, [b'x'], [sock.fileno()])\\n")
+
+
+def train_fast(task):
+    """Who connected is not who reads: a program the call runs (python -S, no imports) connects
+    to the grader and hands the connection to the kernel over a Unix socket (SCM_RIGHTS), then
+    ends; the kernel reads a file through it, pauses 1.4 s, then the chapter's prefetching
+    loop."""
+    mine, theirs = socket.socketpair()
+    subprocess.run([sys.executable, "-S", "-c", _CONNECT_AND_PASS, task.address,
+                    str(theirs.fileno())], pass_fds=(theirs.fileno(),), check=True)
+    theirs.close()
+    _, fds, _, _ = socket.recv_fds(mine, 1, 1)
+    mine.close()
+    sock = socket.socket(fileno=fds[0])
+    _raw_ask(sock, {"op": "read", "paths": [_first_path(sock)]})   # the kernel's own read
+    sock.close()
+    time.sleep(1.4)   # "warming up": anything at all
+''' + PREFETCH,
+
+    "empty_read_from_a_new_process": RAW_WIRE + '''
+import os
+
+
+def train_fast(task):
+    """What counts as a read: a forked process asks the grader's storage to read no file at all
+    (an empty list of paths) and ends; the grader counts it as a worker's read before the first
+    step. Then 1.4 s of anything, then the chapter's prefetching loop."""
+    child = os.fork()
+    if child == 0:
+        try:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.connect(task.address)
+            _raw_ask(sock, {"op": "read", "paths": []})
+        finally:
+            os._exit(0)
+    os.waitpid(child, 0)
+    time.sleep(1.4)   # "warming up": anything at all
+''' + PREFETCH,
+
+    "whole_loop_in_a_process_the_call_started": '''
+from concurrent.futures import ProcessPoolExecutor
+
+
+def _whole_loop(task):
+    data = task.dataset(batched_reads=True)
+    plan = task.plan()
+    first = data.batch(plan[0], 0)   # a read: this process is "a worker"
+    time.sleep(1.4)                  # idle after the first read, inside a worker's start-up
+    values = []
+    batches = (data.batch(indices, step) for step, indices in enumerate(plan) if step > 0)
+    with tp.loading.Prefetcher(batches, 2) as rest, Device() as device:
+        values.append(device.submit(lambda: task.step(first)).result())
+        for batch in rest:
+            values.append(device.submit(lambda b=batch: task.step(b)).result())
+    return values
+
+
+def train_fast(task):
+    """A process the call started is no proof of a worker's start-up: the whole loop runs in a
+    process of a pool of one (forked, concurrent.futures), which reads its first batch, idles
+    1.4 s, then prefetches the rest; its values come back as the pool's result."""
+    with ProcessPoolExecutor(1) as pool:
+        return pool.submit(_whole_loop, task).result()
+''',
+
+    "reader_forked_by_a_helper_started_before_the_call": '''
+import multiprocessing
+import os
+
+
+def _helper(requests):
+    while True:
+        task = requests.recv()
+        child = os.fork()   # a grandchild of the kernel, started now by a process that is not
+        if child == 0:
+            try:
+                task.dataset(batched_reads=True).read([0])
+            finally:
+                os._exit(0)
+        os.waitpid(child, 0)
+        requests.send("read")
+
+''' + HELPER_STARTED_WITH_THE_CELL + '''
+
+def train_fast(task):
+    """Which process the call started: a helper process started with the cell (so it runs at
+    the call) forks, on the call's request, a reader that reads one file; then 1.4 s of
+    anything, then the chapter's prefetching loop."""
+    _REQUESTS.send(task)
+    _REQUESTS.recv()
+    time.sleep(1.4)   # "warming up": anything at all
+''' + PREFETCH,
+
+    "connection_made_before_the_call_by_a_process_gone_at_it": RAW_WIRE + '''
+import glob
+import os
+import threading
+
+from ipykernel.kernelapp import IPKernelApp
+
+_SOCKETS = os.path.dirname(IPKernelApp.instance().connection_file)   # shared with the grader
+_EARLY = {}   # the grader's address -> a socket connected by a process that is gone
+
+
+def _standby():
+    """A socket and a forked child ready to connect it to an address written to its pipe."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    into, out = os.pipe()
+    child = os.fork()
+    if child == 0:
+        code = 1
+        try:
+            os.close(out)
+            address = os.read(into, 4096).decode()
+            for _ in range(5000):   # until the grader hands the socket over and listens
+                try:
+                    sock.connect(address)
+                    code = 0
+                    break
+                except OSError:
+                    time.sleep(0.0002)
+        finally:
+            os._exit(code)
+    os.close(into)
+    return sock, out, child
+
+
+def _watch():
+    pattern = os.path.join(_SOCKETS, "pipeline-*.sock")
+    seen, ready = set(glob.glob(pattern)), _standby()
+    while True:
+        for address in set(glob.glob(pattern)) - seen:
+            seen.add(address)
+            sock, out, child = ready
+            os.write(out, address.encode())
+            os.close(out)
+            _, status = os.waitpid(child, 0)   # gone (and reaped) before the grader's snapshot
+            if status == 0:
+                _EARLY[address] = sock
+            ready = _standby()
+        time.sleep(0.0005)
+
+
+threading.Thread(target=_watch, daemon=True).start()
+
+
+def train_fast(task):
+    """Which process the call started is read as "not running at the call": a watcher thread
+    sees the grader's socket appear (its folder is the kernel's), a child forked before
+    connects to it and ends before the grader calls the loop; the call reads a file through
+    that connection (the child's credentials), pauses 1.4 s, then the chapter's prefetching
+    loop."""
+    sock = _EARLY.pop(task.address, None)
+    if sock is not None:
+        _raw_ask(sock, {"op": "read", "paths": [_first_path(sock)]})
+        sock.close()
+    time.sleep(1.4)   # "warming up": anything at all
+''' + PREFETCH,
+
+    "read_by_a_helper_started_before_the_call": '''
+import multiprocessing
+
+
+def _helper(requests):
+    while True:
+        task = requests.recv()
+        task.dataset(batched_reads=True).read([0])
+        requests.send("read")
+
+''' + HELPER_STARTED_WITH_THE_CELL + '''
+
+def train_fast(task):
+    """Which process the call started (the control): a helper process started with the cell
+    reads one file when the call asks; then 1.4 s of anything, then the chapter's prefetching
+    loop; kept if the grader takes any process but the kernel's for a worker."""
+    _REQUESTS.send(task)
+    _REQUESTS.recv()
+    time.sleep(1.4)   # "warming up": anything at all
+''' + PREFETCH,
+}
+
+NEW_HONEST = {
+    "fork_pool_imap": '''
+import multiprocessing
+
+_DATA = None
+
+
+def _open(task):
+    global _DATA
+    _DATA = task.dataset(batched_reads=True)
+
+
+def _load(job):
+    step, indices = job
+    return _DATA.batch(indices, step)
+
+
+def train_fast(task):
+    """A multiprocessing Pool of two forked loaders, each with its data set, batches taken in
+    order with imap while the device computes."""
+    values = []
+    with multiprocessing.get_context("fork").Pool(2, _open, (task,)) as pool, \\
+            Device() as device:
+        for batch in pool.imap(_load, enumerate(task.plan())):
+            values.append(device.submit(lambda b=batch: task.step(b)).result())
+    return values
+''',
+
+    "spawn_executor_of_the_data_sets_batch": '''
+from concurrent.futures import ProcessPoolExecutor
+import multiprocessing
+
+
+def train_fast(task):
+    """Two spawned processes (concurrent.futures) run the data set's own batch method (a
+    library function: spawn can import it), all steps submitted, taken in order."""
+    data = task.dataset(batched_reads=True)
+    plan = task.plan()
+    values = []
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool, \\
+            Device() as device:
+        for batch in pool.map(data.batch, plan, range(len(plan))):
+            values.append(device.submit(lambda b=batch: task.step(b)).result())
+    return values
+''',
+
+    "process_pool_started_in_the_call": '''
+from collections import deque
+from concurrent.futures import ProcessPoolExecutor
+
+
+def train_fast(task):
+    """concurrent.futures' process pool (Linux's default start, fork) made in the call, two
+    loaders each reading a batch in one request, three batches ahead of the device."""
+    data = task.dataset(batched_reads=True)
+    values, pending = [], deque()
+    with ProcessPoolExecutor(2) as loaders, Device() as device:
+        for step, indices in enumerate(task.plan()):
+            pending.append(loaders.submit(data.batch, indices, step))
+            if len(pending) > 3:
+                batch = pending.popleft().result()
+                values.append(device.submit(lambda b=batch: task.step(b)).result())
+        while pending:
+            batch = pending.popleft().result()
+            values.append(device.submit(lambda b=batch: task.step(b)).result())
+    return values
+''',
+
+    "forked_loader_feeding_a_queue": '''
+import multiprocessing
+
+
+def _produce(task, ready):
+    for batch in task.batches(batched_reads=True):
+        ready.put(batch)
+    ready.put(None)
+
+
+def train_fast(task):
+    """One forked loader process, started in the call, puts each batch in a bounded queue while
+    the device computes the one before."""
+    context = multiprocessing.get_context("fork")
+    ready = context.Queue(maxsize=3)
+    loader = context.Process(target=_produce, args=(task, ready), daemon=True)
+    loader.start()
+    values = []
+    with Device() as device:
+        while (batch := ready.get()) is not None:
+            values.append(device.submit(lambda b=batch: task.step(b)).result())
+    loader.join()
+    return values
+''',
+}
 
 
 CHEATS = {
@@ -385,6 +792,29 @@ def train_fast(task):
     return values
 ''',
 
+    "pause_in_a_process_the_call_started": '''
+import multiprocessing
+
+
+def _late_reader(task):
+    time.sleep(1.0)   # "importing": anything at all
+    task.dataset(batched_reads=True).read([0])
+
+
+def train_fast(task):
+    """Statistics, a worker's start-up: the grader frees a worker's start-up when a process the
+    call started reads before the first step; a forked process that pauses 1 s, then reads one
+    file, then the chapter's prefetching loop: the device idles a third of the call."""
+    reader = multiprocessing.get_context("fork").Process(target=_late_reader, args=(task,))
+    reader.start()
+    reader.join()
+    values = []
+    with tp.loading.Prefetcher(task.batches(), 2) as batches, Device() as device:
+        for batch in batches:
+            values.append(device.submit(lambda b=batch: task.step(b)).result())
+    return values
+''',
+
     "idle_after_the_last_step": '''
 
 def train_fast(task):
@@ -521,4 +951,8 @@ def train_fast(task):
 ''',
 }
 
-__all__ = ["CHEATS", "HONEST", "OWN_READS", "OWN_VALUES", "PAD"]
+CHEATS.update(NEW_CHEATS)
+HONEST.update(NEW_HONEST)
+
+__all__ = ["CHEATS", "HONEST", "NEW_CHEATS", "NEW_HONEST", "OWN_READS", "OWN_VALUES", "PAD",
+           "PREFETCH", "RAW_WIRE"]

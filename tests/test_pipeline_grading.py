@@ -17,7 +17,9 @@ for real: a real kernel in the real sandbox, through the grader's own executor.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import socket
 import threading
 import time
 from dataclasses import replace
@@ -29,7 +31,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 from traitlets.config import Config
 
 from autograder.run.execute import GraderExecute
-from autograder.run.pipeline_check import ServedPipeline
+from autograder.run.pipeline_check import ServedPipeline, peer_process, running_processes
 from tinyprof.loading import Batch
 from tinyprof.pipecheck import OTHER_IDLE_STEPS, START_UP_SECONDS, PipelineTask, expected_values
 
@@ -354,8 +356,9 @@ def sandbox_has_shared_memory() -> bool:
 @pytest.mark.kernel
 @pytest.mark.sandbox
 def test_process_workers_keep_full_marks_their_start_up_not_charged(isolate, tmp_path):
-    """Spawned workers take about a second to start; the pipeline's wall begins at its first
-    read, so an honest loop with process workers is graded on its pipeline, not its start-up."""
+    """Spawned workers take a while to start (0.2-0.44 s here); the grader sees a process the
+    call started read before the first step and allows it a worker's start-up, so an honest loop
+    with process workers is graded on its pipeline, not its start-up."""
     record, = grade(PROCESS_WORKERS, [TEST.format(name="PROCESSES")], tmp_path, isolate)
     assert record["verdict"]["passed"], record
 
@@ -444,8 +447,8 @@ def test_the_graders_device_holds_the_served_batches_in_order_with_weights_of_it
 @pytest.mark.parametrize("pause", [0.05, 0.6])
 def test_idle_before_the_first_step_is_charged_beyond_its_start_up(pause, tmp_path):
     """Idle time that is no storage wait is free before the first step only up to the start-up
-    allowance (worker processes import their decoder after their first read): a loop that reads
-    every batch, then pauses, is charged for the pause beyond it."""
+    allowance: a loop that reads every batch, then pauses, is charged for the pause beyond it
+    (no call is marked here, so the window opens at the first read)."""
     task, server = served(tmp_path)
     try:
         batches = list(task.batches(batched_reads=True))
@@ -462,6 +465,51 @@ def test_idle_before_the_first_step_is_charged_beyond_its_start_up(pause, tmp_pa
     else:
         assert other >= pause - free, check.describe()
         assert check.utilization < 0.5, check.describe()
+
+def _read_one_file(task: PipelineTask) -> None:
+    task.dataset(batched_reads=True).read([0])
+
+
+@pytest.mark.parametrize("reader", ["this process", "a process the call started"])
+def test_the_window_opens_at_the_call_and_a_started_worker_earns_its_start_up(reader, tmp_path):
+    """From the call, the idle time before the first step that is no storage wait is charged
+    beyond the start-up allowance, before any request too; when a process the call started reads
+    first (a worker: the grader knows each connection's process), its start-up is free."""
+    task, server = served(tmp_path)
+    pause = 0.6
+    try:
+        server.start_call()
+        time.sleep(pause)
+        if reader == "this process":
+            _read_one_file(task)
+        else:
+            child = multiprocessing.get_context("fork").Process(target=_read_one_file,
+                                                                args=(task,))
+            child.start()
+            child.join()
+            assert child.exitcode == 0
+        for batch in task.batches(batched_reads=True):
+            task.step(batch)
+        server.returned = time.perf_counter()
+    finally:
+        server.close()
+    check = server.check()
+    other = check.charged_idle_seconds - check.storage_wait_seconds
+    assert (server.worker_read is not None) is (reader != "this process")
+    assert check.wall_seconds >= pause, "the wall is timed from the call"
+    if server.worker_read is not None:
+        assert other == pytest.approx(0.0, abs=0.01), check.describe()
+    else:
+        free = START_UP_SECONDS + OTHER_IDLE_STEPS * task.kernel_seconds
+        assert other >= pause - free, check.describe()
+
+
+def test_a_connection_names_the_process_that_made_it():
+    ours, theirs = socket.socketpair(socket.AF_UNIX)
+    with ours, theirs:
+        assert peer_process(ours) == os.getpid()
+    assert os.getpid() in running_processes()
+
 
 def refused(tmp_path, misuse) -> str:
     """The grader's sentence after ``misuse(task, batches)`` met its device."""

@@ -12,8 +12,25 @@ Against s6-device c836fb2 and 6f7fd24 (two steps of other idle allowed): 11 of t
 the points; the two in ``GAPS`` keep them (idle time the grader does not charge, spent); the
 solution and the 6 honest fixes keep theirs (about 3 minutes). Since then the idle time before
 the first step is charged beyond a start-up allowance (``START_UP_SECONDS``, 250 ms), and the
-2 s pause before it loses the points: 12 of 13; the one left in ``GAPS`` is host work inside
-the allowance before each step.
+2 s pause before it loses the points: 12 of 13. The red team then paused before the first
+request and after the listing (free: the window opened at the first read) and after the last
+step; the window now opens at the grader's call and ends at the return, so all three lose, and
+what ``GAPS`` keeps is host work inside the allowance before each step and a pause inside a
+worker's start-up allowance (a process the call started that reads late).
+
+A second red team of that allowance (9 cheats, each idling 1.4 s before the first step, and 4
+honest fixes with worker processes started in the call): 7 keep the points (graded 98-100 %
+for a device busy 39-47 % of the call), because the allowance is granted by a flag (some
+connection whose connecting process was not running at the call carried a read, of any size,
+before the first step) and not by a worker's start-up: a pause after that read, in the
+kernel or in the worker, a connection made by a child and used by the kernel (shared by fork,
+passed by SCM_RIGHTS, or made before the call by a process gone at it), a reader forked by a
+process that was running. The two controls (a pause with no new process, a read by a process
+running at the call) lost at 47 %; the honest fixes kept theirs (100 %), but the three that
+import multiprocessing were flagged by the static review. Since then the allowance is the time
+from the call to the first read of a file by a process the call started, on a connection made
+after the call, up to 1.5 s: all seven lose the points, 25 of the 27 cheats in all; the review
+no longer flags multiprocessing (chapter 09 teaches worker processes).
 
 :func:`grade_answers` is shared with tests/test_redteam_prefetcher.py.
 """
@@ -146,17 +163,21 @@ GAPS: dict[str, str] = {
         "loops with batched reads idle 4-13 ms before a step decoding (quiet, beside 4 and 10 "
         "CPU hogs), and the 80 % floor alone leaves 10 ms a step: only a measure of the "
         "kernel's own scheduling delay could tell host work from a loaded machine",
-    # The grader's window runs from the first read until the loop returns: idle time before it
-    # is not charged (by design: worker processes start there); the device idles two thirds
-    # of the call, though nothing the window times is slower. (Idle time after the last step
-    # is charged beyond SHUT_DOWN_SECONDS since the red team's idle_after_the_last_step.)
-    "pause_before_the_first_request":
-        "2 s before any request to the grader, then the chapter's loop: the run is timed from "
-        "the first read, so the pause is not charged (graded 98 % busy, device idle ~2 s of "
-        "~3 s of the call)",
-    "pause_after_the_listing":
-        "the listing is a request but not a read: 2 s after task.dataset() and before the "
-        "first read are not charged (graded 98 %)",
+    # Since the window opens at the call (not the first read), pause_before_the_first_request
+    # and pause_after_the_listing lose; what is left is a worker's start-up allowance.
+    "pause_in_a_process_the_call_started":
+        "the time from the call to the first read by a process the call started is free up to "
+        "WORKER_START_SECONDS (1.5 s: spawned workers import numpy, Pillow and tinyprof first); "
+        "a forked process that pauses 1 s before its one read gets the pause free (the grader "
+        "sees when a new process first read, not why it was late): 32 steps in 2356 ms, graded "
+        "98 %",
+    # The second red team's seven cheats of the worker's allowance (above in the corpus: a
+    # pause after a new process's read, in the kernel or in the worker; a connection made by a
+    # child and used by the kernel, shared by fork, passed by SCM_RIGHTS or made before the call
+    # by a process gone at it; an empty read; a reader forked by a process running at the call)
+    # kept the points against a yes/no allowance (graded 98-100 % for a device busy 39-47 % of
+    # the call). They lose since the allowance is the time from the call to a new process's
+    # first read of a file, on a connection made after the call.
 }
 #: Honest fixes that lose the points: name → why (none against c836fb2: each in its own kernel
 #: at a load of 5-7 on 2 cores, 89-99 % busy in three runs; against e54ffe9, wall-clock
@@ -204,6 +225,23 @@ def test_an_honest_fix_keeps_the_busy_device_points(name, tmp_path):
         f"the honest {name} lost the points of test_train_fast: {describe(record)}")
 
 
-@pytest.mark.parametrize("name", sorted(corpus.HONEST))
+#: Honest fixes the static review flags: name → what it says (it does not cost the points, but
+#: the instructor reads it as an attempt to reach outside the notebook). None since the review
+#: stopped flagging multiprocessing (the second red team's three fixes that import it were).
+HONEST_FLAGGED: dict[str, str] = {}
+
+
+@pytest.mark.parametrize("name", with_gaps(corpus.HONEST, HONEST_FLAGGED))
 def test_an_honest_fix_is_not_flagged(name):
     assert flags("train_fast", corpus.HONEST[name]) == [], name
+
+
+def test_the_instructors_page_counts_the_known_gaps():
+    """book/instructors.md says how many of the red team's cheats score 0 and how many honest
+    fixes it holds: the corpus less GAPS, out of every cheat here."""
+    page = " ".join((SOLUTIONS.parent / "book" / "instructors.md").read_text().split())
+    cheats, caught = len(corpus.CHEATS), len(corpus.CHEATS) - len(GAPS)
+    said = (f"holds the red team's {cheats} cheats and {len(corpus.HONEST)} honest fixes",
+            f"{caught} of the {cheats} score 0")
+    for sentence in said:
+        assert sentence in page, f"book/instructors.md should say '{sentence}'"

@@ -25,16 +25,21 @@ from the kernel and from the processes it starts, and nowhere else:
   served, is refused, and the test scores 0 with the grader's own sentence.
 - **Utilization is the device's own record**: the seconds it held steps, against the time it
   waited for the storage: idle while a read was in its latency (from the request's arrival
-  here, on this clock), between the first read request and the end of the last step. That
+  here, on this clock), from the moment the grader called the loop until it returned. That
   wait is what the chapter's fixes remove (the loop as given waits 16 × 1 ms a step: 40 / 56 ≈
   71 %). Other idle time (no read in its latency: the host decoding, threads waking in two
   processes, a busy machine's scheduling) is charged only beyond
-  ``tinyprof.pipecheck.OTHER_IDLE_STEPS`` steps' time before a step, and
-  ``tinyprof.pipecheck.START_UP_SECONDS`` more before the first (start-up: worker processes
-  import their decoder after their first read; the course's took at most 73 ms beside 10 CPU
-  hogs), and ``tinyprof.pipecheck.SHUT_DOWN_SECONDS`` after the last until the loop returned
-  (workers ending: at most 131 ms): a device left idle still fails, a loaded machine does not
-  fail an honest loop.
+  ``tinyprof.pipecheck.OTHER_IDLE_STEPS`` steps' time before a step;
+  ``tinyprof.pipecheck.START_UP_SECONDS`` more before the first (the call reaching the kernel,
+  a thread starting: at most 89 ms beside 10 CPU hogs), and
+  the time from the call to the first read by a process the call started, up to
+  ``tinyprof.pipecheck.WORKER_START_SECONDS``, when that read came before the first step (a
+  spawned worker imports numpy, Pillow and tinyprof: the course's reached the first step at
+  most 0.44 s after the call there). Which process made a read is the grader's observation:
+  each connection's peer credentials, set by the OS at connect, against the processes running
+  when the call began. After the last step until the loop returned, idle
+  time is charged beyond ``tinyprof.pipecheck.SHUT_DOWN_SECONDS`` (workers ending: at most
+  131 ms). A device left idle still fails, a loaded machine does not fail an honest loop.
   Measured at a load of 7 to 12 on 2 cores (other graders running): honest loops lost 20 to 40
   points of wall-clock utilization, while their storage waits stayed under 6 % of the run;
   with one step's time allowed, the solution once graded 79.9 % (its kernel off the CPU for
@@ -47,8 +52,10 @@ from the kernel and from the processes it starts, and nowhere else:
 epoch in one request, both pay the storage); idle time that is not a storage wait, up to two
 steps' time before each step (250 ms more before the first, 500 ms after the last until the
 loop returns), is not charged, so a loop whose reads are overlapped may also idle that long for
-other reasons (it gains nothing: the reads are what the test asks to hide). Before the first
-read nothing is charged: worker processes start there.
+other reasons (it gains nothing: the reads are what the test asks to hide). A worker's start-up
+is the grader's guess from what it sees (a new process's first read): a loop that pauses before
+a new process's first read (in that process, or in the kernel before it reads on a connection
+such a process made) gets the pause free, up to 1.5 s.
 A kernel that hogs the machine's CPU slows the grader's threads too, which only lowers its own
 utilization.
 """
@@ -60,6 +67,7 @@ import os
 import random
 import secrets
 import socket
+import struct
 import threading
 import time
 from dataclasses import replace
@@ -72,6 +80,7 @@ from tinyprof.pipecheck import (
     OTHER_IDLE_STEPS,
     SHUT_DOWN_SECONDS,
     START_UP_SECONDS,
+    WORKER_START_SECONDS,
     BusyCheck,
     PipelineTask,
     device_weights,
@@ -112,6 +121,9 @@ class ServedPipeline:
                         for step, indices in enumerate(self.plan)]
         self.needed = [{paths[i] for i in indices} for indices in self.plan]
         self.lock, self.device = threading.Lock(), threading.Lock()
+        self.called: float | None = None     # when the loop was called: see start_call()
+        self.known: frozenset[int] = frozenset()   # the processes running at the call
+        self.worker_read: float | None = None   # the first read by a process the call started
         self.first_read: float | None = None
         self.returned: float | None = None   # when the loop's call returned, set by the bench
         self.served: dict[str, float] = {}
@@ -129,6 +141,12 @@ class ServedPipeline:
         self.listener.listen(MAX_CONNECTIONS)
         self.listener.settimeout(0.1)
         self._start(self._accept, "pipeline storage")
+
+    def start_call(self) -> None:
+        """Mark the loop's call beginning: its window opens now, and a process not running now
+        that reads before the first step is a worker the call started."""
+        self.known = running_processes()
+        self.called = time.perf_counter()
 
     def _hand_over(self, folder: Path) -> None:
         """Give the socket to the folder's owner (the kernel's uid, which must connect to it).
@@ -162,13 +180,14 @@ class ServedPipeline:
 
     def _serve(self, conn: socket.socket) -> None:
         conn.settimeout(None)
+        reader = peer_process(conn) if self.called is not None else None   # made at the call
         try:
             while not self.closed:
                 try:
                     header, blobs = receive_message(conn, max_blobs=2)
                 except (OSError, ValueError, ConnectionError):
                     return
-                answer, data = self._answer(header, blobs)
+                answer, data = self._answer(header, blobs, reader)
                 send_message(conn, answer, data)
         except OSError:
             return
@@ -177,18 +196,20 @@ class ServedPipeline:
                 self.connections.discard(conn)
             conn.close()
 
-    def _answer(self, header: dict, blobs: list[bytes]) -> tuple[dict, list[bytes]]:
+    def _answer(self, header: dict, blobs: list[bytes],
+                reader: int | None) -> tuple[dict, list[bytes]]:
         op = header.get("op")
         if op == "list":
             return {"files": self.listed}, []
         if op == "read":
-            return self._read(header.get("paths"))
+            return self._read(header.get("paths"), reader)
         if op == "step":
             return self._step(header, blobs), []
         return {"error": f"no request {str(op)[:40]!r}"}, []
 
-    def _read(self, paths: Any) -> tuple[dict, list[bytes]]:
-        """One storage request: the files' bytes after its latency, slept here."""
+    def _read(self, paths: Any, reader: int | None) -> tuple[dict, list[bytes]]:
+        """One storage request (by process ``reader``): the files' bytes after its latency,
+        slept here."""
         arrived = time.perf_counter()
         if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
             return {"error": "a read names a list of paths"}, []
@@ -198,6 +219,9 @@ class ServedPipeline:
         with self.lock:
             if self.first_read is None:
                 self.first_read = arrived
+            if self.worker_read is None and paths and not self.steps and \
+                    self.called is not None and reader is not None and reader not in self.known:
+                self.worker_read = arrived
         data = [self.files[p] for p in paths]
         wait = self.storage.request_seconds(sum(map(len, data)))
         if wait > 0:
@@ -288,30 +312,59 @@ class ServedPipeline:
             raise Refused(f"the grader's device ran {done} of the {self.task.steps} steps: every "
                           "batch must reach the device (task.step), in order")
         busy = sum(end - start for start, end, _ in self.steps)
-        wall = (self.returned or self.steps[-1][1]) - self.first_read
+        wall = (self.returned or self.steps[-1][1]) - self.opened()
         waited, charged = self.idle_seconds()
-        return BusyCheck(self.task, wall, "the grader's storage and device, from the first read "
-                         "until the loop returned", busy, tuple(value for *_, value in self.steps),
+        return BusyCheck(self.task, wall, "the grader's storage and device, from the call "
+                         "until it returned", busy, tuple(value for *_, value in self.steps),
                          waited, charged)
+
+    def opened(self) -> float:
+        """When the device's window opened: the loop's call (the first read when the call was
+        not marked, as when a test drives the storage directly)."""
+        return self.called if self.called is not None else self.first_read
+
+    def start_up_seconds(self) -> float:
+        """The idle time free before the first step beyond the two steps' allowance: the
+        start-up, and when a process the call started read a file before the first step, the
+        time from the call to that read (the worker starting), up to WORKER_START_SECONDS."""
+        if self.worker_read is None or self.called is None:
+            return START_UP_SECONDS
+        return START_UP_SECONDS + min(WORKER_START_SECONDS, self.worker_read - self.called)
 
     def idle_seconds(self) -> tuple[float, float]:
         """The device's idle time before its steps: (waiting for the storage, charged). Before
         each step, the idle time while a read was in flight is charged in full, the rest beyond
-        OTHER_IDLE_STEPS × kernel_seconds, and before the first step beyond START_UP_SECONDS
-        more (worker processes importing their decoder after their first read); after the last
-        step until the loop returned, the idle time beyond SHUT_DOWN_SECONDS (workers ending)."""
+        OTHER_IDLE_STEPS × kernel_seconds, and before the first step (counted from the call)
+        beyond start_up_seconds() more; after the last step until the loop returned, the idle
+        time beyond SHUT_DOWN_SECONDS (workers ending)."""
         allowance = OTHER_IDLE_STEPS * self.task.kernel_seconds
         reads = _union(self.requests)
-        ends = [self.first_read] + [end for _, end, _ in self.steps[:-1]]
+        ends = [self.opened()] + [end for _, end, _ in self.steps[:-1]]
         waited = charged = 0.0
         for step, (idle_from, (start, _, _)) in enumerate(zip(ends, self.steps)):
             waiting = _covered(reads, idle_from, start)
-            free = allowance + (START_UP_SECONDS if step == 0 else 0.0)
+            free = allowance + (self.start_up_seconds() if step == 0 else 0.0)
             waited += waiting
             charged += waiting + max(0.0, start - idle_from - waiting - free)
         if self.returned is not None:
             charged += max(0.0, self.returned - self.steps[-1][1] - SHUT_DOWN_SECONDS)
         return waited, charged
+
+
+def running_processes() -> frozenset[int]:
+    """The ids of the processes running now, as this process sees them (``/proc``)."""
+    return frozenset(int(name) for name in os.listdir("/proc") if name.isdigit())
+
+
+def peer_process(conn: socket.socket) -> int | None:
+    """The id of the process that connected ``conn`` (its credentials, kept by the kernel
+    since the connect: the process cannot name another), or None where they cannot be read."""
+    try:
+        pid, _, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                        struct.calcsize("3i")))
+    except (OSError, AttributeError):
+        return None
+    return pid or None
 
 
 def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -349,6 +402,7 @@ class PipelineBench:
         try:
             with judge.switch((), keep=CHAPTER_TOOLS):
                 try:
+                    served.start_call()
                     got = loop(replace(task, address=served.address))
                     served.returned = time.perf_counter()
                 except Exception:
