@@ -628,3 +628,31 @@ def test_bytes_queued_in_sockets_and_pipes_are_the_kernels_memory(tmp_path):
     assert unix - unix_closed > 36 and pipes - pipes_closed > 36, (
         "closing the sockets and pipes should give their buffers back: "
         f"{unix - unix_closed:.1f} and {pipes - pipes_closed:.1f} MB freed")
+
+
+@pytest.mark.kernel
+def test_the_kernel_is_stopped_after_the_last_cell_and_its_exit_hooks_never_run(tmp_path):
+    """Nothing a kernel would do on its way out counts: the grader stops it at once after the
+    last cell (a graceful shutdown ran its atexit hooks, and waited 2.6 s for a kernel whose
+    spawn worker pool left multiprocessing's resource tracker running). Out of the sandbox,
+    whose working folder the grader cannot see: the shutdown is the executor's either way."""
+    import nbformat
+    from traitlets.config import Config
+
+    from autograder.run.execute import GraderExecute
+
+    code = ("import atexit, multiprocessing.resource_tracker, pathlib\n"
+            "multiprocessing.resource_tracker.ensure_running()\n"
+            "atexit.register(pathlib.Path('on_its_way_out.txt').write_text, 'ran')\n"
+            "pathlib.Path('in_its_cell.txt').write_text('ran')\n")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    config = Config()
+    config.GraderExecute.isolate = False
+    GraderExecute(config=config, timeout=120).preprocess(
+        nb, {"metadata": {"path": str(tmp_path)}})
+    assert not nb.cells[0].outputs or nb.cells[0].outputs[0].get("output_type") != "error", \
+        nb.cells[0].outputs
+    assert (tmp_path / "in_its_cell.txt").read_text() == "ran"
+    assert not (tmp_path / "on_its_way_out.txt").exists(), "the kernel's exit hooks ran"
