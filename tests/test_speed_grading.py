@@ -435,6 +435,14 @@ gc.disable()
 }
 
 
+#: Cheats whose outputs a thread of theirs finishes after the call returned: when the grader reads
+#: them back before that thread ran (a loaded machine: fresh-clone CI at 236a824), they are
+#: wrong, and the cheat loses for that instead of its speed (0 points either way).
+RACING_THE_READ_BACK = frozenset({
+    "one call a block, outputs finished by a thread while the grader reads them"})
+WRONG_OUTPUTS = "a faster version must compute what the baseline computes"
+
+
 def _printed(record: dict) -> str:
     return "".join(output.get("text", "") for output in record["outputs"])
 
@@ -451,6 +459,8 @@ def test_no_saving_on_the_graders_requests_gains_the_speed_point(cheat, tmp_path
     assert not verdict["passed"], (cheat, record)
     if "get_ipython" in HANDLING[cheat] or "shell_of" in HANDLING[cheat]:
         assert verdict["ename"] == "TamperingDetected", (cheat, verdict)
+    elif cheat in RACING_THE_READ_BACK and WRONG_OUTPUTS in verdict["message"]:
+        assert "differ" in verdict["message"], (cheat, verdict)
     else:
         assert "not 1.25× faster" in verdict["message"], (cheat, verdict)
         calls = int(verdict["message"].split(" interleaved rounds of ")[1].split()[0])
