@@ -180,7 +180,8 @@ class ServedPipeline:
 
     def _serve(self, conn: socket.socket) -> None:
         conn.settimeout(None)
-        reader = peer_process(conn) if self.called is not None else None   # made at the call
+        # a connection made before the call names no worker (its process may be gone by then)
+        reader = peer_process(conn) if self.called is not None else None
         try:
             while not self.closed:
                 try:
