@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import random
 import threading
+import time
+from collections import Counter
 
 import pytest
 
 from tinyprof.memcheck import (
     BUDGET,
     KEPT_SLACK,
+    MIN_READINGS,
     PRINTED_SEEDS,
     TOLERANCE,
     TYPED_SEEDS,
@@ -152,6 +155,42 @@ def test_memory_that_shrinks_on_the_other_seed_fails():
     check = LeakCheck(run(400), run(800), "given", other=run(400, kept=9_000_000),
                       other_long=run(800), seeds=(7, 123456789))
     assert check.failure().startswith("on seed 123456789, what the loop keeps")
+
+
+def test_a_run_the_reader_barely_saw_is_run_again():
+    """A 0.2 s run during which the reader got one turn (a machine too busy to schedule it:
+    fresh-clone CI, "held 0 B" against the longer run's 15 MB) is measured again, and the run
+    that counts is one the reader watched; a run of a few milliseconds is not run again."""
+    state = {"starts": Counter(), "bytes": 0, "starved": False}
+
+    def start(n: int) -> int:
+        state["starts"][n] += 1
+        state["starved"] = state["starts"][n] == 1   # a first run: the reader's turns stop
+        state["bytes"] = 15 * MB   # the fork's memory, for the whole run
+        time.sleep(0.2)
+        return n
+
+    def finish(n: int) -> list[float]:
+        state["bytes"], state["starved"] = 0, False
+        return [0.0] * n
+
+    def read() -> int:
+        if state["starved"] and threading.current_thread() is not threading.main_thread():
+            time.sleep(0.5)
+            return 0
+        return state["bytes"]
+
+    values, check = measure_twice(read, lambda: None, start, finish, 300, "a fake group",
+                                  random.Random(1))
+    runs = (check.short, check.long)
+    assert all(state["starts"][run.steps] == 2 for run in runs), state["starts"]
+    assert all(run.readings >= MIN_READINGS and run.held == 15 * MB for run in runs), runs
+    assert values[check.long.steps] == [0.0] * check.long.steps and check.failure() is None
+
+    quick: Counter = Counter()
+    _, check = measure_twice(lambda: 0, lambda: None, lambda n: quick.update([n]) or n,
+                             lambda n: [0.0] * n, 10, "a fake group", random.Random(2))
+    assert set(quick.values()) == {1} and check.short.readings < MIN_READINGS
 
 
 def test_a_thread_left_running_fails_whatever_the_memory():

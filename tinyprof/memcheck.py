@@ -93,6 +93,14 @@ BUDGET = 40 * 2**20
 MEAN_GAP_S = 0.004
 #: Which percentile of the readings during a run is its "held" memory.
 HELD_QUANTILE = 0.9
+#: Readings a run needs for its held memory to count: the first ones come before the loop's
+#: process has its memory (a fork's first 15 MB in chapter 10), so a run read once or twice,
+#: on a machine too busy to give the reader its turns, would hold "0 B". A run read fewer times
+#: than this, and fewer than a quarter of the times its length gives at :data:`MEAN_GAP_S` (a
+#: run that lasted a few milliseconds is not a starved reader's), is run again, up to WATCHES
+#: times in all; the last one counts.
+MIN_READINGS = 8
+WATCHES = 3
 #: The seeds chapter 10 prints (the loop's default, the visible test's call), and the seeds
 #: people type (0 to 99, and a few favourites): one run pair of every check uses one of them,
 #: so that a loop that leaks only for the seeds its author tries is measured leaking.
@@ -350,16 +358,19 @@ def _median_read(read: Callable[[], int], times: int = 3) -> float:
 
 
 def measure_run(read: Callable[[], int], run: Callable[[], Any], steps: int,
-                rng: random.Random, tasks: TaskCount | None = None) -> tuple[Any, Run]:
+                rng: random.Random, tasks: TaskCount | None = None,
+                sample: Callable[[], int] | None = None) -> tuple[Any, Run]:
     """``run()``'s value and its :class:`Run`: ``read()`` once before (median of three), by a
-    thread at random times while ``run()`` runs, and once after it returned (``run`` returns
-    once the loop's memory is settled); ``tasks`` counted before and after, when given."""
+    thread at random times while ``run()`` runs (``sample()`` when given: a cheaper reading),
+    and once after it returned (``run`` returns once the loop's memory is settled); ``tasks``
+    counted before and after, when given."""
     stop, readings = threading.Event(), []
     gaps = random.Random(rng.getrandbits(64))
+    sample = sample or read
 
     def sampler() -> None:
         while not stop.is_set():
-            readings.append(read())
+            readings.append(sample())
             stop.wait(min(0.05, gaps.expovariate(1.0 / MEAN_GAP_S)))
 
     before = _median_read(read)
@@ -400,21 +411,22 @@ def measure_twice(read: Callable[[], int], settle_now: Callable[[], Any],
 def measure_seeds(read: Callable[[], int], settle_now: Callable[[], Any],
                   start: Callable[[int, int, int], Any], finish: Callable[[Any], Any],
                   counts: tuple[int, int], seeds: tuple[int, int], method: str,
-                  rng: random.Random, tasks: TaskCount | None = None) -> tuple[
+                  rng: random.Random, tasks: TaskCount | None = None,
+                  sample: Callable[[], int] | None = None) -> tuple[
                       dict[tuple[int, int], Any], LeakCheck]:
     """The five runs of a check, in a random order: N and 2N steps (``counts``,
     :func:`step_counts`) on each of ``seeds`` (:func:`draw_seeds`), and two calls of N/2 steps
     on one of them, drawn; ``start(n, seed, calls)`` runs ``calls`` calls of the loop, one after
     the other, otherwise as in :func:`measure_twice`; ``tasks`` counts the threads the loop
-    leaves running. The values by (step count, seed) (the two calls': the last one's), and the
-    :class:`LeakCheck`."""
+    leaves running; ``sample`` reads while a loop runs (:func:`measure_run`). The values by
+    (step count, seed) (the two calls': the last one's), and the :class:`LeakCheck`."""
     n, twice = counts
     typed, drawn = seeds
     half, again = n // 2, rng.choice(seeds)
     plan = {(count, seed): (lambda count=count, seed=seed: start(count, seed, 1))
             for seed in (typed, drawn) for count in (n, twice)}
     plan[half, again] = lambda: start(half, again, 2)
-    values, runs = _measure(read, settle_now, plan, finish, rng, tasks)
+    values, runs = _measure(read, settle_now, plan, finish, rng, tasks, sample)
     return values, LeakCheck(runs[n, typed], runs[twice, typed], method,
                              other=runs[n, drawn], other_long=runs[twice, drawn],
                              seeds=(typed, drawn), repeated=runs[half, again],
@@ -423,23 +435,33 @@ def measure_seeds(read: Callable[[], int], settle_now: Callable[[], Any],
 
 def _measure(read: Callable[[], int], settle_now: Callable[[], Any],
              plan: dict[Any, Callable[[], Any]], finish: Callable[[Any], Any],
-             rng: random.Random, tasks: TaskCount | None = None) -> tuple[dict[Any, Any],
-                                                                         dict[Any, Run]]:
+             rng: random.Random, tasks: TaskCount | None = None,
+             sample: Callable[[], int] | None = None) -> tuple[dict[Any, Any],
+                                                              dict[Any, Run]]:
     """Each run of ``plan`` (key → its start), in a random order, its memory read around it;
     the values (a run whose ``finish`` raised as :class:`Raised`) and :class:`Run` by key. A
-    key is a step count or a (step count, seed) pair."""
+    key is a step count or a (step count, seed) pair. A run the reader had too few turns in
+    (:data:`MIN_READINGS`) is run again, up to :data:`WATCHES` times in all; the last counts."""
     keys = list(plan)
     rng.shuffle(keys)
     values, runs = {}, {}
     for key in keys:
-        settle_now()
         steps = key[0] if isinstance(key, tuple) else key
-        started, runs[key] = measure_run(read, plan[key], steps, rng, tasks)
-        try:
-            values[key] = finish(started)
-        except Exception as error:  # noqa: BLE001 - judged with the memory (Raised)
-            values[key] = Raised(error)
+        for _ in range(WATCHES):
+            settle_now()
+            started, runs[key] = measure_run(read, plan[key], steps, rng, tasks, sample)
+            try:
+                values[key] = finish(started)
+            except Exception as error:  # noqa: BLE001 - judged with the memory (Raised)
+                values[key] = Raised(error)
+            if not _unwatched(runs[key]):
+                break
     return values, runs
+
+
+def _unwatched(run: Run) -> bool:
+    """Whether the reader had too few turns while ``run`` ran (:data:`MIN_READINGS`)."""
+    return run.readings < min(MIN_READINGS, run.seconds / (4 * MEAN_GAP_S))
 
 
 @dataclass(frozen=True)

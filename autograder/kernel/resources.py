@@ -31,6 +31,7 @@ Groups are named ``tinyprof-<pid of the grading worker>-<n>`` under a ``tinyprof
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import signal
 import time
@@ -150,6 +151,7 @@ class KernelGroup:
     def __init__(self, found: Backend, memory_mb: int, processes: int):
         self.backend = found
         self._netns_pid: int | None = None
+        self._queued = (-math.inf, 0)   # (when, bytes): queued_socket_bytes's last reading
         self.name = f"{PREFIX}{os.getpid()}-{next(_numbers)}"
         self.folders = [parent / self.name for parent in found.parents]
         for folder in self.folders:
@@ -193,17 +195,19 @@ class KernelGroup:
         """The group's highest memory use so far (None where the kernel does not record it)."""
         return self._first_number(("memory.peak", "memory.max_usage_in_bytes"))
 
-    def memory_bytes(self) -> int | None:
+    def memory_bytes(self, sockets_age: float = 0.0) -> int | None:
         """The group's memory use now: resident memory, page cache, shared memory (tmpfs files)
         and socket buffers of all its processes (v2 ``memory.current``; v1
         ``memory.usage_in_bytes`` plus the TCP buffers, ``memory.kmem.tcp.usage_in_bytes``),
-        and the bytes queued where no group is charged (:meth:`queued_socket_bytes`)."""
+        and the bytes queued where no group is charged (:meth:`queued_socket_bytes`, read
+        again when its last reading is older than ``sockets_age`` seconds: it costs about 9 ms
+        of CPU, the rest 0.05 ms)."""
         found = self._first_number(("memory.current", "memory.usage_in_bytes"))
         if found is None:
             return found
         if self.backend.version == 1:
             found += self._first_number(("memory.kmem.tcp.usage_in_bytes",)) or 0
-        return found + self.queued_socket_bytes()
+        return found + self.queued_socket_bytes(sockets_age)
 
     def shmem_bytes(self) -> int | None:
         """The group's files in tmpfs now (scratch folder, /tmp, /dev/shm): ``shmem`` of its
@@ -216,14 +220,21 @@ class KernelGroup:
                 return found
         return None
 
-    def queued_socket_bytes(self) -> int:
+    def queued_socket_bytes(self, max_age: float = 0.0) -> int:
         """Bytes queued in the group's network namespace on sockets no group is charged for
         (:func:`uncharged_socket_bytes`), read through one of its processes in that namespace;
-        0 when none of them has a namespace of its own."""
+        0 when none of them has a namespace of its own. The last reading is given again while
+        it is at most ``max_age`` seconds old (reading ``/proc/<pid>/net/tcp`` walks every bucket of
+        the machine's connection hash table: 4.5 ms here, and tcp6 as much)."""
+        read_at, found = self._queued
+        if time.monotonic() - read_at <= max_age:
+            return found
         pid = self._netns_pid
         if pid is None or not _own_netns(pid):   # also False once the process is gone
             pid = self._netns_pid = next((p for p in self.pids() if _own_netns(p)), None)
-        return uncharged_socket_bytes(pid) if pid is not None else 0
+        found = uncharged_socket_bytes(pid) if pid is not None else 0
+        self._queued = (time.monotonic(), found)
+        return found
 
     def task_count(self) -> int | None:
         """Tasks in the group now: every thread of every process (``pids.current``; None where

@@ -143,11 +143,12 @@ class SandboxedKernelManager(AsyncKernelManager):
     def memory_peak_bytes(self) -> int | None:
         return self._group.memory_peak_bytes() if self._group is not None else None
 
-    def memory_bytes(self) -> int:
+    def memory_bytes(self, sockets_age: float = 0.0) -> int:
         """Memory used now by the kernel: its control group's (all its processes, with the
-        files of its tmpfs folders: scratch, /tmp, /dev/shm), or its process tree's resident set
-        where there is none."""
-        found = self._group.memory_bytes() if self._group is not None else None
+        files of its tmpfs folders: scratch, /tmp, /dev/shm; the socket queues no group is
+        charged for as read at most ``sockets_age`` seconds ago), or its process tree's
+        resident set where there is none."""
+        found = (self._group.memory_bytes(sockets_age) if self._group is not None else None)
         if found is not None:
             return found
         process = getattr(getattr(self, "provisioner", None), "process", None)
