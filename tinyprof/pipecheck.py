@@ -56,8 +56,9 @@ from .loading.storage import Storage
 from .prefetchcheck import PATIENCE, check_prefetcher, drive_prefetcher
 
 #: The graded task's defaults: 24 batches of 16 files, 1 ms to each file's first byte, 40 ms of
-#: device time per step. Loading a batch one file at a time takes ≈ 17 ms, so the loop as given
-#: keeps the device busy ≈ 40 / 57 ≈ 70 % of the time; overlapping loading with compute, or
+#: device time per step. Loading a batch one file at a time takes ≈ 17 ms (16 reads of at least
+#: 1 ms), so the loop as given keeps the device busy ≈ 40 / 57 ≈ 70 % of the time (at most
+#: 40 / 56 ≈ 71 %, the chapter's bound); overlapping loading with compute, or
 #: reading each batch in one request, brings it to ≈ 94 % quiet and ≈ 90 % beside four CPU hogs
 #: (with 30 ms of device time a prefetching loop fell to 78 % there: each of a batch's 16
 #: wake-ups waits for a core, and 30 ms left too little room).
