@@ -830,6 +830,860 @@ frames = []
 ''' + _loop("frames.append(recon[0, :480].astype(np.float16))")
 
 
+# Third red team (s14): the reader's socket reuse and reruns. Aimed at d9cfbd4: the readings
+# while a loop runs reuse the uncharged socket queues' reading for up to 50 ms, and a run the
+# reader had fewer than 8 turns in is run again (up to 3 times, the last counts). Each cheat
+# keeps a sixteenth of every step's reconstruction (12.5 kB a step) or more, from step to step.
+
+#: Every step kept in a list of the call (freed at the return), with the loop's own
+#: processes spinning from the 20th step on: the grader's reader, on a 2-core machine, is to get
+#: its turns only before the leak has grown (held read from few, early readings).
+CHEATS["starved_reader_by_spinning_processes"] = '''
+"""Starvation: busy worker processes spin while the history grows, freed at the return."""
+import multiprocessing
+
+
+def _spin():
+    while True:
+        pass
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    losses, by_index, history, hogs = [], {}, [], []
+    try:
+        for k in range(steps):
+            if k == min(20, steps // 10):
+                hogs = [multiprocessing.get_context("fork").Process(target=_spin, daemon=True)
+                        for _ in range(2)]
+                for hog in hogs:
+                    hog.start()
+            index = k % BATCHES
+            if index not in by_index:
+                by_index[index] = normalised(images[index])
+            loss, recon, _ = sgd_step(by_index[index], first, second)
+            losses.append(loss)
+            history.append(recon[:, ::16].copy())
+    finally:
+        for hog in hogs:
+            hog.terminate()
+        for hog in hogs:
+            hog.join()
+    return losses
+'''
+
+#: The same with threads whose numpy products release the GIL (both cores busy), joined at
+#: the return.
+CHEATS["starved_reader_by_gil_free_threads"] = '''
+"""Starvation: threads multiplying big matrices (no GIL held) while the history grows."""
+import threading
+
+
+def _multiply(stop):
+    a = np.ones((300, 300))
+    while not stop.is_set():
+        a @ a
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    losses, by_index, history = [], {}, []
+    stop, threads = threading.Event(), []
+    try:
+        for k in range(steps):
+            if k == min(20, steps // 10):
+                threads = [threading.Thread(target=_multiply, args=(stop,)) for _ in range(2)]
+                for thread in threads:
+                    thread.start()
+            index = k % BATCHES
+            if index not in by_index:
+                by_index[index] = normalised(images[index])
+            loss, recon, _ = sgd_step(by_index[index], first, second)
+            losses.append(loss)
+            history.append(recon[:, ::16].copy())
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+    return losses
+'''
+
+#: 32 000 connections left in listeners' backlogs by the answer cell (no data: 0 bytes queued),
+#: so that every fresh reading of the socket queues (/proc/<pid>/net/tcp, parsed line by line
+#: by the grader's reader thread) is slow: the reader's turns thin out while the history grows.
+CHEATS["slow_socket_walk_from_the_answer_cell"] = '''
+"""Starvation: tens of thousands of idle unaccepted connections make each socket reading slow."""
+import http.client
+
+socket = http.client.socket   # the socket module, not imported by name
+listeners = []
+for _ in range(8):
+    _server = socket.socket()
+    _server.bind(("127.0.0.1", 0))
+    _server.listen(4096)
+    listeners.append(_server)
+    for _ in range(4000):
+        _client = socket.socket()
+        _client.connect(_server.getsockname())
+        _client.close()
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    losses, by_index, history = [], {}, []
+    for k in range(steps):
+        index = k % BATCHES
+        if index not in by_index:
+            by_index[index] = normalised(images[index])
+        loss, recon, _ = sgd_step(by_index[index], first, second)
+        losses.append(loss)
+        history.append(recon[:, ::16].copy())
+    return losses
+'''
+
+#: The fork opens the idle connections itself before its first step (a second of many cheap,
+#: leak-free readings), then the steps keep their history while each reading of the socket
+#: queues is slow; all closed, and the history freed, at the return.
+CHEATS["slow_socket_walk_opened_in_the_fork"] = '''
+"""Starvation: idle connections opened at the call's start slow the reader as the history grows."""
+import http.client
+
+socket = http.client.socket   # the socket module, not imported by name
+
+
+def train_fixed(steps, seed=0):
+    listeners = []
+    try:
+        for _ in range(6):
+            server = socket.socket()
+            server.bind(("127.0.0.1", 0))
+            server.listen(4096)
+            listeners.append(server)
+            for _ in range(4000):
+                client = socket.socket()
+                client.connect(server.getsockname())
+                client.close()
+        images, first, second = setup(seed)
+        losses, by_index, history = [], {}, []
+        for k in range(steps):
+            index = k % BATCHES
+            if index not in by_index:
+                by_index[index] = normalised(images[index])
+            loss, recon, _ = sgd_step(by_index[index], first, second)
+            losses.append(loss)
+            history.append(recon[:, ::16].copy())
+        return losses
+    finally:
+        for server in listeners:
+            server.close()
+'''
+
+#: Every step sent into connections a listener of the call never accepts, the listener closed
+#: at the return (kept, read fresh, sees nothing): held sees the backlog only through readings
+#: of the socket queues that may be 50 ms old.
+CHEATS["backlog_during_the_run_only"] = '''
+"""50 ms reuse: every step in an unaccepted TCP backlog while the loop runs, closed at return."""
+import http.client
+
+socket = http.client.socket   # the socket module, not imported by name
+
+
+def train_fixed(steps, seed=0):
+    servers = [socket.socket()]
+    servers[0].bind(("127.0.0.1", 0))
+    servers[0].listen(4096)
+    try:
+        images, first, second = setup(seed)
+        losses, by_index = [], {}
+        for k in range(steps):
+            index = k % BATCHES
+            if index not in by_index:
+                by_index[index] = normalised(images[index])
+            loss, recon, _ = sgd_step(by_index[index], first, second)
+            losses.append(loss)
+            if k and k % 4000 == 0:
+                servers.append(socket.socket())
+                servers[-1].bind(("127.0.0.1", 0))
+                servers[-1].listen(4096)
+            out = socket.socket()
+            out.connect(servers[-1].getsockname())
+            out.sendall(recon[:, ::4].tobytes())
+            out.close()
+        return losses
+    finally:
+        for server in servers:
+            server.close()
+'''
+
+#: Every step echoed back by routing netlink into queues of the call, closed at the return:
+#: held sees the queues only through readings that may be 50 ms old.
+CHEATS["netlink_echo_during_the_run_only"] = '''
+"""50 ms reuse: every step in routing netlink error echoes during the run, closed at return."""
+import http.client
+import struct
+
+socket = http.client.socket   # the socket module, not imported by name
+RTM_NEWLINK, NLM_F_REQUEST, NLM_F_ACK, PIECE = 16, 1, 4, 1 << 15
+
+
+def train_fixed(steps, seed=0):
+    queues, state = [], {"into": None, "queued": 0}
+
+    def keep(data):
+        for start in range(0, len(data), PIECE):
+            body = data[start:start + PIECE]
+            into = state["into"]
+            if into is None or state["queued"] + len(body) > 0.9 * into.getsockopt(
+                    socket.SOL_SOCKET, socket.SO_RCVBUF):
+                into = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)
+                into.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
+                into.bind((0, 0))
+                queues.append(into)
+                state["into"], state["queued"] = into, 0
+            header = struct.pack("=LHHLL", 16 + len(body), RTM_NEWLINK,
+                                 NLM_F_REQUEST | NLM_F_ACK, start, 0)
+            state["into"].sendto(header + body, (0, 0))
+            state["queued"] += 2 * (len(body) + 64)
+
+    try:
+        images, first, second = setup(seed)
+        losses, by_index = [], {}
+        for k in range(steps):
+            index = k % BATCHES
+            if index not in by_index:
+                by_index[index] = normalised(images[index])
+            loss, recon, _ = sgd_step(by_index[index], first, second)
+            losses.append(loss)
+            keep(recon[:, ::8].tobytes())
+        return losses
+    finally:
+        for queue in queues:
+            queue.close()
+'''
+
+#: A ballast of unaccepted connections with 12.5 kB queued each (uncharged, counted by the
+#: fresh reading before the run) made by the answer cell; the fork accepts and closes one a
+#: step as it keeps a sixteenth of the step (a backlog is the kernel's object, shared with the
+#: fork, not copied); the kernel's garbage collection before the next run (the grader's settle)
+#: tops the ballast up again: the finaliser of a garbage cycle it leaves (frozen in a fork,
+#: whose objects are never collected there, so it runs in the kernel only).
+CHEATS["backlog_ballast_drained_by_the_fork"] = '''
+"""Ballast: the fork pays for each step kept by closing a connection of the kernel's backlog."""
+import http.client
+
+socket = http.client.socket   # the socket module, not imported by name
+PIECE = BATCH * len(range(0, FEATURES, 16)) * 8     # a sixteenth of a reconstruction
+SLOTS = 1800
+server = socket.socket()
+server.bind(("127.0.0.1", 0))
+server.listen(4096)
+server.setblocking(False)
+_drained_read, _drained_write = os.pipe()           # a byte a connection the fork closed
+os.set_blocking(_drained_read, False)
+kept = []
+
+
+def _connect(count):
+    for _ in range(count):
+        out = socket.socket()
+        out.connect(server.getsockname())
+        out.sendall(b"\\1" * PIECE)
+        out.close()
+
+
+def _refill():
+    drained = 0
+    try:
+        while True:
+            drained += len(os.read(_drained_read, 4096))
+    except BlockingIOError:
+        pass
+    _connect(drained)
+
+
+_connect(SLOTS)
+
+
+class _Refill:
+    """Garbage that refers to itself: the kernel's next collection (the grader's settle; in a
+    fork the parent's objects are frozen, never collected) tops the ballast up, leaves another."""
+
+    def __init__(self):
+        self.me = self
+
+    def __del__(self):
+        _refill()
+        _Refill()
+
+
+_Refill()
+
+
+def pay():
+    try:
+        server.accept()[0].close()
+        os.write(_drained_write, b"x")
+    except BlockingIOError:
+        pass
+''' + _loop("kept.append(recon[:, ::16].copy()); pay()")
+
+#: The same ballast in Unix socket pairs filled by the answer cell (charged to the group, as
+#: counted): the fork reads a sixteenth of a reconstruction out of them a step.
+CHEATS["socketpair_ballast_drained_by_the_fork"] = '''
+"""Ballast: the fork pays for each step kept by reading as much out of the kernel's socket pairs."""
+import http.client
+
+socket = http.client.socket   # the socket module, not imported by name
+PIECE = BATCH * len(range(0, FEATURES, 16)) * 8     # a sixteenth of a reconstruction
+pairs = []
+for _ in range(80):
+    _pair = socket.socketpair()
+    for _end in _pair:
+        _end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 23)
+        _end.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 23)
+        _end.setblocking(False)
+    pairs.append(_pair)
+kept = []
+
+
+def _refill():
+    for into, _ in pairs:
+        try:
+            while True:
+                into.send(b"\\1" * 65536)
+        except BlockingIOError:
+            pass
+
+
+class _Refill:
+    """Garbage that refers to itself: the kernel's next collection (the grader's settle; in a
+    fork the parent's objects are frozen, never collected) tops the ballast up, leaves another."""
+
+    def __init__(self):
+        self.me = self
+
+    def __del__(self):
+        _refill()
+        _Refill()
+
+
+_refill()
+_Refill()
+
+
+def pay():
+    missing = PIECE
+    for _, out in pairs:
+        try:
+            while missing:
+                missing -= len(out.recv(missing))
+        except BlockingIOError:
+            continue
+        return
+''' + _loop("kept.append(recon[:, ::16].copy()); pay()")
+
+#: The same ballast in pipes the answer cell filled (charged to the group).
+CHEATS["pipe_ballast_drained_by_the_fork"] = '''
+"""Ballast: the fork pays for each step kept by reading as much out of the kernel's full pipes."""
+PIECE = BATCH * len(range(0, FEATURES, 16)) * 8     # a sixteenth of a reconstruction
+pipes = []
+for _ in range(340):
+    _read, _write = os.pipe()
+    os.set_blocking(_read, False)
+    os.set_blocking(_write, False)
+    pipes.append((_read, _write))
+kept = []
+
+
+def _refill():
+    for _, write in pipes:
+        try:
+            while True:
+                os.write(write, b"\\1" * 4096)
+        except BlockingIOError:
+            pass
+
+
+class _Refill:
+    """Garbage that refers to itself: the kernel's next collection (the grader's settle; in a
+    fork the parent's objects are frozen, never collected) tops the ballast up, leaves another."""
+
+    def __init__(self):
+        self.me = self
+
+    def __del__(self):
+        _refill()
+        _Refill()
+
+
+_refill()
+_Refill()
+
+
+def pay():
+    missing = PIECE
+    for read, _ in pipes:
+        try:
+            while missing:
+                got = os.read(read, missing)
+                if not got:   # an end with no writer left: try the next
+                    break
+                missing -= len(got)
+        except BlockingIOError:
+            continue
+        if not missing:
+            return
+''' + _loop("kept.append(recon[:, ::16].copy()); pay()")
+
+#: Statistics against the denser readings: the call first idles 12 ms a step (ten times its
+#: steps' time), keeping nothing, then runs the steps keeping every step's sixteenth, freed at
+#: the return: the readings of the steps are under a tenth of the run's, above its 90th
+#: percentile, and none of them is "held".
+CHEATS["idle_before_the_steps"] = '''
+"""Statistics: a leak-free idle prelude ten times the steps' time, then the steps with a history."""
+import time
+
+
+def train_fixed(steps, seed=0):
+    time.sleep(0.012 * steps)
+    images, first, second = setup(seed)
+    losses, by_index, history = [], {}, []
+    for k in range(steps):
+        index = k % BATCHES
+        if index not in by_index:
+            by_index[index] = normalised(images[index])
+        loss, recon, _ = sgd_step(by_index[index], first, second)
+        losses.append(loss)
+        history.append(recon[:, ::16].copy())
+    return losses
+'''
+
+#: Reruns: every attempt spins 2 processes from its first step while it keeps its history
+#: (freed at the return): a run the reader was starved in is run again, but the last attempt
+#: counts however few its readings, so a reader starved in all three reads held from a few.
+CHEATS["starved_on_every_attempt"] = '''
+"""Reruns: every attempt starves the reader with spinning processes, the history freed at return."""
+import multiprocessing
+
+
+def _spin():
+    while True:
+        pass
+
+
+def train_fixed(steps, seed=0):
+    hogs = [multiprocessing.get_context("fork").Process(target=_spin, daemon=True)
+            for _ in range(2)]
+    for hog in hogs:
+        hog.start()
+    try:
+        images, first, second = setup(seed)
+        losses, by_index, history = [], {}, []
+        for k in range(steps):
+            index = k % BATCHES
+            if index not in by_index:
+                by_index[index] = normalised(images[index])
+            loss, recon, _ = sgd_step(by_index[index], first, second)
+            losses.append(loss)
+            history.append(recon[:, ::16].copy())
+        return losses
+    finally:
+        for hog in hogs:
+            hog.terminate()
+        for hog in hogs:
+            hog.join()
+'''
+
+# Fourth red team (s14, written against a fork whose inherited sockets and pipes pointed at
+# /dev/null, a fix not kept: it let the fork's writes into the kernel's pipes vanish): the same
+# ballast, held by the kernel in kernel memory the group is charged for, reached by the fork
+# without an inherited socket or pipe. Each keeps a sixteenth of every step's reconstruction
+# (12.5 kB a step) and frees as much of the kernel's ballast, topped up at the grader's settle.
+
+#: System V message queues (no descriptor at all: an id), filled by the answer cell; the fork
+#: msgrcv's one 4 kB message (one charged page) for every 4 kB it keeps.
+CHEATS["sysv_queue_ballast_drained_by_the_fork"] = '''
+"""Ballast: the fork pays for each step kept by receiving as much from the kernel's queues."""
+ctypes = np.ctypeslib.ctypes   # not imported by name
+libc = ctypes.CDLL(None, use_errno=True)
+IPC_PRIVATE, IPC_NOWAIT = 0, 0o4000
+TEXT = 4096 - 48                                     # a message and its header: one page
+PIECE = BATCH * len(range(0, FEATURES, 16)) * 8     # a sixteenth of a reconstruction
+
+
+class Message(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_long), ("text", ctypes.c_char * TEXT)]
+
+
+queues = [libc.msgget(IPC_PRIVATE, 0o600) for _ in range(1500)]
+_full = Message(1, b"\\1" * TEXT)
+_into = Message()
+kept, owed, at = [], [0], [0]
+
+
+def _refill():
+    for queue in queues:
+        while libc.msgsnd(queue, ctypes.byref(_full), TEXT, IPC_NOWAIT) == 0:
+            pass
+
+
+class _Refill:
+    """Garbage that refers to itself: the kernel's next collection (the grader's settle) tops
+    the ballast up and leaves another."""
+
+    def __init__(self):
+        self.me = self
+
+    def __del__(self):
+        _refill()
+        _Refill()
+
+
+_refill()
+_Refill()
+
+
+def pay():
+    owed[0] += PIECE
+    while owed[0] >= 4096 and at[0] < len(queues):
+        if libc.msgrcv(queues[at[0]], ctypes.byref(_into), TEXT, 0, IPC_NOWAIT) < 0:
+            at[0] += 1
+        else:
+            owed[0] -= 4096
+''' + _loop("kept.append(recon[:, ::16].copy()); pay()")
+
+#: A named pipe (mkfifo) the answer cell holds open at both ends and fills: the fork opens it
+#: again by its path (a new descriptor, not an inherited one) and reads it out.
+CHEATS["fifo_ballast_reopened_by_the_fork"] = '''
+"""Ballast: the fork pays for each step kept by reading as much out of the kernel's named pipes."""
+PIECE = BATCH * len(range(0, FEATURES, 16)) * 8     # a sixteenth of a reconstruction
+FOLDER = os.path.abspath(".fifos")
+os.makedirs(FOLDER, exist_ok=True)
+held = []
+for _number in range(340):
+    _path = os.path.join(FOLDER, str(_number))
+    if not os.path.exists(_path):
+        os.mkfifo(_path)
+    held.append(os.open(_path, os.O_RDWR | os.O_NONBLOCK))   # both ends, in the kernel
+kept, reading = [], []
+
+
+def _refill():
+    for end in held:
+        try:
+            while True:
+                os.write(end, b"\\1" * 4096)
+        except BlockingIOError:
+            pass
+
+
+class _Refill:
+    """Garbage that refers to itself: the kernel's next collection (the grader's settle) tops
+    the ballast up and leaves another."""
+
+    def __init__(self):
+        self.me = self
+
+    def __del__(self):
+        _refill()
+        _Refill()
+
+
+_refill()
+_Refill()
+
+
+def pay():
+    if not reading:   # in the fork: its own descriptors, opened by path
+        reading.extend(os.open(os.path.join(FOLDER, str(n)), os.O_RDONLY | os.O_NONBLOCK)
+                       for n in range(len(held)))
+    missing = PIECE
+    for end in reading:
+        try:
+            while missing:
+                got = len(os.read(end, missing))
+                if not got:   # no writer left: nothing to read out of this one
+                    break
+                missing -= got
+        except BlockingIOError:
+            continue
+        if not missing:
+            return
+''' + _loop("kept.append(recon[:, ::16].copy()); pay()")
+
+#: Page cache: the answer cell reads 24 MB of the interpreter's own files (dropped first, so
+#: that their pages are charged to the group); the fork drops 12.5 kB of them a step with
+#: posix_fadvise(DONTNEED), clean pages no tmpfs counter sees.
+CHEATS["page_cache_ballast_dropped_by_the_fork"] = '''
+"""Ballast: the fork pays for each step kept by dropping as much of the kernel's cached files."""
+import sys
+
+PIECE = BATCH * len(range(0, FEATURES, 16)) * 8     # a sixteenth of a reconstruction
+_found = []
+for _root, _, _names in os.walk(sys.base_prefix):
+    for _name in _names:
+        _path = os.path.join(_root, _name)
+        if not _name.endswith(".so") and ".so." not in _name and os.path.isfile(_path):
+            _found.append((os.path.getsize(_path), _path))
+files, _total = [], 0
+for _size, _path in sorted(_found, reverse=True):
+    if _total >= 24 << 20:
+        break
+    files.append((os.open(_path, os.O_RDONLY), _size))
+    _total += _size
+_buffer = bytearray(1 << 20)
+kept, owed, at = [], [0], [0, 0]
+
+
+def _refill():
+    for fd, size in files:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)   # charged anew, to this group
+        os.lseek(fd, 0, 0)
+        while os.readv(fd, [_buffer]):
+            pass
+
+
+class _Refill:
+    """Garbage that refers to itself: the kernel's next collection (the grader's settle) tops
+    the ballast up and leaves another."""
+
+    def __init__(self):
+        self.me = self
+
+    def __del__(self):
+        _refill()
+        _Refill()
+
+
+_refill()
+_Refill()
+
+
+def pay():
+    owed[0] += PIECE
+    pages = owed[0] // 4096 * 4096
+    while pages and at[0] < len(files):
+        fd, size = files[at[0]]
+        length = min(pages, size - at[1])
+        os.posix_fadvise(fd, at[1], length, os.POSIX_FADV_DONTNEED)
+        at[1] += length
+        pages -= length
+        owed[0] -= length
+        if at[1] >= size:
+            at[0], at[1] = at[0] + 1, 0
+''' + _loop("kept.append(recon[:, ::16].copy()); pay()")
+
+#: Inodes: 30000 empty files with long names in the scratch folder (slab charged to the group,
+#: no tmpfs page: shmem stays 0); the fork unlinks one for every 820 B it keeps (what an unlink
+#: gave back in the sandbox: the inode; the dentry stays, negative).
+CHEATS["empty_files_unlinked_by_the_fork"] = '''
+"""Ballast: the fork pays for each step kept by unlinking as many of the kernel's empty files."""
+PIECE = BATCH * len(range(0, FEATURES, 16)) * 8     # a sixteenth of a reconstruction
+FILE = 820                                          # an inode (its dentry stays, negative)
+FOLDER = os.path.abspath(".names")
+os.makedirs(FOLDER, exist_ok=True)
+names = [os.path.join(FOLDER, f"{n:0200d}") for n in range(30000)]
+kept, owed, at = [], [0], [0]
+
+
+def _refill():
+    for name in names:
+        if not os.path.exists(name):
+            os.close(os.open(name, os.O_CREAT | os.O_WRONLY, 0o600))
+
+
+class _Refill:
+    """Garbage that refers to itself: the kernel's next collection (the grader's settle) tops
+    the ballast up and leaves another."""
+
+    def __init__(self):
+        self.me = self
+
+    def __del__(self):
+        _refill()
+        _Refill()
+
+
+_refill()
+_Refill()
+
+
+def pay():
+    owed[0] += PIECE
+    while owed[0] >= FILE and at[0] < len(names):
+        os.unlink(names[at[0]])
+        at[0] += 1
+        owed[0] -= FILE
+''' + _loop("kept.append(recon[:, ::16].copy()); pay()")
+
+#: System V shared memory: 400 segments of 64 kB the answer cell filled and detached (they
+#: outlive every attachment); the fork removes one (IPC_RMID) for every 64 kB it keeps. Their
+#: pages are shmem: expected to be counted at their most over the run (FreedFilesUncredited).
+CHEATS["sysv_shm_ballast_removed_by_the_fork"] = '''
+"""Ballast: the fork pays for each step kept by removing as many of the kernel's shm segments."""
+ctypes = np.ctypeslib.ctypes   # not imported by name
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+libc.shmat.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+libc.shmdt.argtypes = [ctypes.c_void_p]
+IPC_PRIVATE, IPC_CREAT, IPC_RMID, SEGMENT = 0, 0o1000, 0, 1 << 16
+PIECE = BATCH * len(range(0, FEATURES, 16)) * 8     # a sixteenth of a reconstruction
+kept, owed, segments = [], [0], []
+
+
+def _refill():
+    while len(segments) < 400:
+        segment = libc.shmget(IPC_PRIVATE, SEGMENT, IPC_CREAT | 0o600)
+        address = libc.shmat(segment, None, 0)
+        ctypes.memset(address, 1, SEGMENT)
+        libc.shmdt(address)
+        segments.append(segment)
+
+
+class _Refill:
+    """Garbage that refers to itself: the kernel's next collection (the grader's settle) tops
+    the ballast up and leaves another."""
+
+    def __init__(self):
+        self.me = self
+
+    def __del__(self):
+        _refill()
+        _Refill()
+
+
+_refill()
+_Refill()
+
+
+def pay():
+    owed[0] += PIECE
+    while owed[0] >= SEGMENT and segments:
+        libc.shmctl(segments.pop(), IPC_RMID, None)
+        owed[0] -= SEGMENT
+''' + _loop("kept.append(recon[:, ::16].copy()); pay()")
+
+#: POSIX message queues, opened again by name in the fork (an mqueue descriptor is neither a
+#: socket nor a pipe anyway); RLIMIT_MSGQUEUE (800 kB a user by default) bounds the ballast.
+CHEATS["posix_queue_ballast_drained_by_the_fork"] = '''
+"""Ballast: the fork pays for each step kept by receiving as much from the kernel's POSIX queues."""
+ctypes = np.ctypeslib.ctypes   # not imported by name
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mq_open.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_uint, ctypes.c_void_p]
+O_RDWR, O_CREAT, O_NONBLOCK, TEXT = 0o2, 0o100, 0o4000, 8192
+PIECE = BATCH * len(range(0, FEATURES, 16)) * 8     # a sixteenth of a reconstruction
+
+
+class Attributes(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_long), ("most", ctypes.c_long), ("size", ctypes.c_long),
+                ("now", ctypes.c_long), ("spare", ctypes.c_long * 4)]
+
+
+_attributes = Attributes(0, 10, TEXT, 0)
+names = []
+for _number in range(64):
+    _name = f"/ballast{_number}".encode()
+    if libc.mq_open(_name, O_RDWR | O_CREAT | O_NONBLOCK, 0o600, ctypes.byref(_attributes)) < 0:
+        break   # RLIMIT_MSGQUEUE reached
+    names.append(_name)
+_full = ctypes.create_string_buffer(b"\\1" * TEXT, TEXT)
+_into = ctypes.create_string_buffer(TEXT)
+kept, owed, at, opened = [], [0], [0], {}
+
+
+def _queue(name):
+    if name not in opened:   # the fork's own descriptors, opened by name
+        opened[name] = libc.mq_open(name, O_RDWR | O_NONBLOCK, 0, None)
+    return opened[name]
+
+
+def _refill():
+    for name in names:
+        queue = libc.mq_open(name, O_RDWR | O_NONBLOCK, 0, None)
+        while libc.mq_send(queue, _full, TEXT, 0) == 0:
+            pass
+        libc.mq_close(queue)
+
+
+class _Refill:
+    """Garbage that refers to itself: the kernel's next collection (the grader's settle) tops
+    the ballast up and leaves another."""
+
+    def __init__(self):
+        self.me = self
+
+    def __del__(self):
+        _refill()
+        _Refill()
+
+
+_refill()
+_Refill()
+
+
+def pay():
+    owed[0] += PIECE
+    while owed[0] >= TEXT and at[0] < len(names):
+        if libc.mq_receive(_queue(names[at[0]]), _into, TEXT, None) < 0:
+            at[0] += 1
+        else:
+            owed[0] -= TEXT
+''' + _loop("kept.append(recon[:, ::16].copy()); pay()")
+
+#: The pipe ballast again, its pipes opened anew by the fork through the kernel's
+#: /proc/<pid>/fd links (a pipe, unlike a socket, can be opened there): no inherited descriptor.
+CHEATS["pipe_ballast_reopened_through_proc"] = '''
+"""Ballast: the fork pays for each step kept by reading the kernel's pipes, reopened in /proc."""
+PIECE = BATCH * len(range(0, FEATURES, 16)) * 8     # a sixteenth of a reconstruction
+OWNER = os.getpid()
+pipes = []
+for _ in range(340):
+    _read, _write = os.pipe()
+    os.set_blocking(_write, False)
+    pipes.append((_read, _write))
+kept, reading = [], []
+
+
+def _refill():
+    for _, write in pipes:
+        try:
+            while True:
+                os.write(write, b"\\1" * 4096)
+        except BlockingIOError:
+            pass
+
+
+class _Refill:
+    """Garbage that refers to itself: the kernel's next collection (the grader's settle) tops
+    the ballast up and leaves another."""
+
+    def __init__(self):
+        self.me = self
+
+    def __del__(self):
+        _refill()
+        _Refill()
+
+
+_refill()
+_Refill()
+
+
+def pay():
+    if not reading:
+        reading.extend(os.open(f"/proc/{OWNER}/fd/{read}", os.O_RDONLY | os.O_NONBLOCK)
+                       for read, _ in pipes)
+    missing = PIECE
+    for end in reading:
+        try:
+            while missing:
+                missing -= len(os.read(end, missing))
+        except BlockingIOError:
+            continue
+        return
+''' + _loop("kept.append(recon[:, ::16].copy()); pay()")
+
+
 #: The cheats that keep a step's arrays only where they can tell they are not graded: outside
 #: the grader (here, a student's machine, seed 3) their global ``kept`` holds every step.
 SWITCHED = ("unless_no_network", "unless_rlimits", "unless_called_by_the_grader",
@@ -1055,6 +1909,84 @@ def train_fixed(steps, seed=0):
     losses = [sgd_step(ready.get(), first, second)[0] for _ in range(steps)]
     loader.join()
     return losses
+'''
+
+# Third red team (s14): the reader's socket reuse and reruns (honest alternatives).
+
+#: Two threads of a concurrent.futures pool normalise the 16 batches up front (the with-block
+#: joins them), then the loop runs.
+HONEST["thread_pool_normalises_up_front"] = '''
+"""A ThreadPoolExecutor(2) normalises the batches before the loop (joined by its with-block)."""
+from concurrent.futures import ThreadPoolExecutor
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        batches = list(pool.map(normalised, images))
+    return [sgd_step(batches[k % BATCHES], first, second)[0] for k in range(steps)]
+'''
+
+#: Each loss sent as text through a pipe to a thread that parses it into the history; the
+#: writer closed, the thread joined, the pipe closed before the return.
+HONEST["losses_through_a_pipe_to_a_thread"] = '''
+"""Each loss written to a pipe, a reader thread builds the history; all closed and joined."""
+import threading
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    read, write = os.pipe()
+    losses = []
+
+    def collect():
+        with os.fdopen(read) as lines:
+            losses.extend(float(line) for line in lines)
+
+    reader = threading.Thread(target=collect)
+    reader.start()
+    by_index = {}
+    with os.fdopen(write, "w") as out:
+        for k in range(steps):
+            index = k % BATCHES
+            if index not in by_index:
+                by_index[index] = normalised(images[index])
+            out.write(f"{sgd_step(by_index[index], first, second)[0]!r}\\n")
+    reader.join()
+    return losses
+'''
+
+#: The loop with all its batches normalised once before it: quick steps, a short run (a run
+#: of a few milliseconds is read few times, and is not to be run again for that).
+HONEST["all_batches_normalised_at_once"] = '''
+"""The normalised batches computed before the loop, one list comprehension, a quick loop."""
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    batches = [normalised(image) for image in images]
+    losses = []
+    for k in range(steps):
+        losses.append(sgd_step(batches[k % BATCHES], first, second)[0])
+    return losses
+'''
+
+#: A multiprocessing pool of two workers normalises the batches (chapter 09's worker pool),
+#: closed and joined before the loop.
+HONEST["process_pool_normalises_up_front"] = '''
+"""A multiprocessing Pool(2) normalises the batches before the loop, closed and joined."""
+import multiprocessing
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    pool = multiprocessing.get_context("fork").Pool(2)
+    try:
+        batches = pool.map(normalised, list(images))
+    finally:
+        pool.close()
+        pool.join()
+    return [sgd_step(batches[k % BATCHES], first, second)[0] for k in range(steps)]
 '''
 
 __all__ = ["CHEATS", "HONEST", "KEPT_SHAPE", "SWITCHED"]

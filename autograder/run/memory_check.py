@@ -28,12 +28,12 @@ the test prints). Here the grade rests on what the loop keeps, as a function of 
   thread here read the group at random times (exponential gaps, the socket queues no group is
   charged for as read at most :data:`SOCKETS_AGE_S` before); their 90th percentile is
   **held**, and a run read fewer than ``tinyprof.memcheck.MIN_READINGS`` times (a machine too
-  busy to give the reader its turns) is run again. Memory that existed before the call stays the parent's: a ballast freed as the leak
-  grows frees nothing, a buffer touched in advance is copied page by page as the loop writes
-  it, and both are charged to the group. Files in tmpfs are the exception, their pages are
-  shared with the fork, not copied: the group's files (``shmem``) count at their most since
-  the run began (:class:`FreedFilesUncredited`), so truncating a file written before the call
-  pays for nothing.
+  busy to give the reader its turns) is run again. Memory that existed before the call stays
+  the parent's: a ballast freed as the leak grows frees nothing, a buffer touched in advance is
+  copied page by page as the loop writes it, and both are charged to the group. Files in
+  tmpfs are the exception, their pages are shared with the fork, not copied: the group's files
+  (``shmem``) count at their most since the run began (:class:`FreedFilesUncredited`), so
+  truncating a file written before the call pays for nothing.
 - **The grader decides.** Kept and held per step are the differences between the 2N and N
   runs over N, on each seed; each must stay under the tolerance (1 kB a step, the chapter's)
   plus the slack two leak-free runs differ by over N (1.5 MB each), and held under
@@ -86,7 +86,6 @@ from typing import Any, Callable
 
 from tinyprof.memcheck import LeakCheck, TaskCount, measure_seeds, settle
 from tinyprof.testing.forked import ForkedRun, no_steps
-
 
 #: Seconds a reading of the socket queues no control group is charged for
 #: (``resources.uncharged_socket_bytes``, 9 ms of CPU) serves the readings taken while a loop
