@@ -110,8 +110,29 @@ def train_fixed(steps, seed=0):
 """
 
 
-def _loop(keep: str) -> str:
-    return _CLEAN.replace("KEEP", keep)
+def _loop(keep: str, start: str = "") -> str:
+    """The clean loop keeping ``keep`` at every step, and beginning with ``start`` (if any)."""
+    loop = _CLEAN.replace("KEEP", keep)
+    if not start:
+        return loop
+    return loop.replace("    images, first", f"    {start}\n    images, first", 1)
+
+
+#: A garbage cycle whose finaliser calls the cheat's ``_refill()`` at the kernel's next
+#: collection (the grader's settle, before it reads the memory a run starts from), and leaves
+#: another: the ballasts below are topped up between runs.
+_REFILL_CLASS = '''
+class _Refill:
+    """Garbage that refers to itself: the kernel's next collection (the grader's settle; in a
+    fork the parent's objects are frozen, never collected) tops the ballast up, leaves another."""
+
+    def __init__(self):
+        self.me = self
+
+    def __del__(self):
+        _refill()
+        _Refill()
+'''
 
 
 CHEATS: dict[str, str] = {}
@@ -1103,18 +1124,7 @@ def _refill():
 
 _connect(SLOTS)
 
-
-class _Refill:
-    """Garbage that refers to itself: the kernel's next collection (the grader's settle; in a
-    fork the parent's objects are frozen, never collected) tops the ballast up, leaves another."""
-
-    def __init__(self):
-        self.me = self
-
-    def __del__(self):
-        _refill()
-        _Refill()
-
+''' + _REFILL_CLASS + '''
 
 _Refill()
 
@@ -1154,18 +1164,7 @@ def _refill():
         except BlockingIOError:
             pass
 
-
-class _Refill:
-    """Garbage that refers to itself: the kernel's next collection (the grader's settle; in a
-    fork the parent's objects are frozen, never collected) tops the ballast up, leaves another."""
-
-    def __init__(self):
-        self.me = self
-
-    def __del__(self):
-        _refill()
-        _Refill()
-
+''' + _REFILL_CLASS + '''
 
 _refill()
 _Refill()
@@ -1203,18 +1202,7 @@ def _refill():
         except BlockingIOError:
             pass
 
-
-class _Refill:
-    """Garbage that refers to itself: the kernel's next collection (the grader's settle; in a
-    fork the parent's objects are frozen, never collected) tops the ballast up, leaves another."""
-
-    def __init__(self):
-        self.me = self
-
-    def __del__(self):
-        _refill()
-        _Refill()
-
+''' + _REFILL_CLASS + '''
 
 _refill()
 _Refill()
@@ -1326,18 +1314,7 @@ def _refill():
         while libc.msgsnd(queue, ctypes.byref(_full), TEXT, IPC_NOWAIT) == 0:
             pass
 
-
-class _Refill:
-    """Garbage that refers to itself: the kernel's next collection (the grader's settle) tops
-    the ballast up and leaves another."""
-
-    def __init__(self):
-        self.me = self
-
-    def __del__(self):
-        _refill()
-        _Refill()
-
+''' + _REFILL_CLASS + '''
 
 _refill()
 _Refill()
@@ -1376,18 +1353,7 @@ def _refill():
         except BlockingIOError:
             pass
 
-
-class _Refill:
-    """Garbage that refers to itself: the kernel's next collection (the grader's settle) tops
-    the ballast up and leaves another."""
-
-    def __init__(self):
-        self.me = self
-
-    def __del__(self):
-        _refill()
-        _Refill()
-
+''' + _REFILL_CLASS + '''
 
 _refill()
 _Refill()
@@ -1442,18 +1408,7 @@ def _refill():
         while os.readv(fd, [_buffer]):
             pass
 
-
-class _Refill:
-    """Garbage that refers to itself: the kernel's next collection (the grader's settle) tops
-    the ballast up and leaves another."""
-
-    def __init__(self):
-        self.me = self
-
-    def __del__(self):
-        _refill()
-        _Refill()
-
+''' + _REFILL_CLASS + '''
 
 _refill()
 _Refill()
@@ -1491,18 +1446,7 @@ def _refill():
         if not os.path.exists(name):
             os.close(os.open(name, os.O_CREAT | os.O_WRONLY, 0o600))
 
-
-class _Refill:
-    """Garbage that refers to itself: the kernel's next collection (the grader's settle) tops
-    the ballast up and leaves another."""
-
-    def __init__(self):
-        self.me = self
-
-    def __del__(self):
-        _refill()
-        _Refill()
-
+''' + _REFILL_CLASS + '''
 
 _refill()
 _Refill()
@@ -1518,7 +1462,7 @@ def pay():
 
 #: System V shared memory: 400 segments of 64 kB the answer cell filled and detached (they
 #: outlive every attachment); the fork removes one (IPC_RMID) for every 64 kB it keeps. Their
-#: pages are shmem: expected to be counted at their most over the run (FreedFilesUncredited).
+#: pages are shmem: expected to be counted at their most over the run (FreedSharedUncredited).
 CHEATS["sysv_shm_ballast_removed_by_the_fork"] = '''
 """Ballast: the fork pays for each step kept by removing as many of the kernel's shm segments."""
 ctypes = np.ctypeslib.ctypes   # not imported by name
@@ -1539,18 +1483,7 @@ def _refill():
         libc.shmdt(address)
         segments.append(segment)
 
-
-class _Refill:
-    """Garbage that refers to itself: the kernel's next collection (the grader's settle) tops
-    the ballast up and leaves another."""
-
-    def __init__(self):
-        self.me = self
-
-    def __del__(self):
-        _refill()
-        _Refill()
-
+''' + _REFILL_CLASS + '''
 
 _refill()
 _Refill()
@@ -1604,18 +1537,7 @@ def _refill():
             pass
         libc.mq_close(queue)
 
-
-class _Refill:
-    """Garbage that refers to itself: the kernel's next collection (the grader's settle) tops
-    the ballast up and leaves another."""
-
-    def __init__(self):
-        self.me = self
-
-    def __del__(self):
-        _refill()
-        _Refill()
-
+''' + _REFILL_CLASS + '''
 
 _refill()
 _Refill()
@@ -1652,18 +1574,7 @@ def _refill():
         except BlockingIOError:
             pass
 
-
-class _Refill:
-    """Garbage that refers to itself: the kernel's next collection (the grader's settle) tops
-    the ballast up and leaves another."""
-
-    def __init__(self):
-        self.me = self
-
-    def __del__(self):
-        _refill()
-        _Refill()
-
+''' + _REFILL_CLASS + '''
 
 _refill()
 _Refill()
@@ -1987,6 +1898,541 @@ def train_fixed(steps, seed=0):
         pool.close()
         pool.join()
     return [sgd_step(batches[k % BATCHES], first, second)[0] for k in range(steps)]
+'''
+
+# Fifth red team (s15, by a helper that did not write the check, against the kernel's objects
+# counted at their most over a run as its tmpfs files were): each cheat keeps one row of every
+# step's reconstruction (6272 B a step) and pays for it with memory the group was charged for
+# before the run that was none of the parts then counted at their most, freed while the fork
+# runs: the page cache of files on a disk (truncated, unlinked, dropped with posix_fadvise,
+# invalidated by O_DIRECT writes), pages moved into pipes uncopied (splice, vmsplice), and
+# anonymous memory that is not the fork's (a helper process's, the kernel's own freed by a
+# thread of the kernel). One more keeps its steps in pipe pages charged to no group. 10 of its
+# 11 held at the first try or after a fix of the cheat's own (a twelfth, a helper freeing by
+# the clock, lost for its timing and is left out). All lose since the page cache, and the
+# memory of the processes a run found, count at their most, and the sandbox refuses splice,
+# vmsplice, tee and sendfile (launcher.py).
+
+#: The cycle above with the ballast filled first: the first cycle is left for the next
+#: collection.
+_REFILL = "\n" + _REFILL_CLASS + "\n\n_refill()\n_Refill()\n"
+
+#: The kernel's disk-backed writable folder: a folder of /tmp on another device than /tmp.
+_DISK = '''
+ROW = FEATURES * 8     # one row of a reconstruction, kept at every step
+PAGE = 4096
+
+
+def _disk_folder():
+    base = os.stat("/tmp").st_dev
+    for name in sorted(os.listdir("/tmp")):
+        path = os.path.join("/tmp", name)
+        if os.path.isdir(path) and os.access(path, os.W_OK) and os.stat(path).st_dev != base:
+            return path
+    return "."
+
+
+FOLDER = _disk_folder()
+'''
+
+CHEATS["disk_cache_truncated_by_the_fork"] = '''
+"""Ballast: 20 MB of files in the kernel's disk-backed folder (page cache: neither tmpfs nor
+kernel objects), truncated by the fork a page for every page it keeps."""
+''' + _DISK + '''
+SIZE = 1 << 20
+paths = [os.path.join(FOLDER, f"ballast-{k}.bin") for k in range(20)]
+kept, owed, sizes, at = [], [0], [], [0]
+_ones = b"\\1" * SIZE
+
+
+def _refill():
+    for path in paths:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+        os.pwrite(fd, _ones, 0)
+        os.close(fd)
+    sizes[:] = [SIZE] * len(paths)
+    at[0] = 0
+
+
+def pay():
+    owed[0] += ROW
+    while owed[0] >= PAGE and at[0] < len(paths):
+        cut = min(owed[0] // PAGE * PAGE, sizes[at[0]])
+        sizes[at[0]] -= cut
+        owed[0] -= cut
+        os.truncate(paths[at[0]], sizes[at[0]])
+        if not sizes[at[0]]:
+            at[0] += 1
+''' + _REFILL + _loop("kept.append(recon[0].copy()); pay()")
+
+CHEATS["disk_cache_unlinked_by_the_fork"] = '''
+"""Ballast: 320 files of 64 kB in the kernel's disk-backed folder, unlinked by the fork one for
+every 64 kB it keeps (their page cache freed with the inode)."""
+''' + _DISK + '''
+SIZE = 1 << 16
+paths = [os.path.join(FOLDER, f"piece-{k}.bin") for k in range(320)]
+kept, owed, at = [], [0], [0]
+_ones = b"\\2" * SIZE
+
+
+def _refill():
+    for path in paths:
+        if not os.path.exists(path):
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+            os.pwrite(fd, _ones, 0)
+            os.close(fd)
+    at[0] = 0
+
+
+def pay():
+    owed[0] += ROW
+    while owed[0] >= SIZE and at[0] < len(paths):
+        os.unlink(paths[at[0]])
+        at[0] += 1
+        owed[0] -= SIZE
+''' + _REFILL + _loop("kept.append(recon[0].copy()); pay()")
+
+CHEATS["disk_cache_dropped_with_fadvise_by_the_fork"] = '''
+"""Ballast: a 20 MB file of the kernel's disk-backed folder, written back (clean page cache),
+dropped by the fork with posix_fadvise(DONTNEED) a page for every page it keeps, read back at
+the grader's settle."""
+''' + _DISK + '''
+SIZE = 20 << 20
+path = os.path.join(FOLDER, "cached.bin")
+kept, owed, at = [], [0], [0]
+_fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+for _offset in range(0, SIZE, PAGE):          # a page at a time: small folios, dropped one by one
+    os.pwrite(_fd, b"\\3" * PAGE, _offset)
+os.fsync(_fd)
+os.posix_fadvise(_fd, 0, 0, os.POSIX_FADV_RANDOM)   # read back a page at a time too
+_buffer = bytearray(1 << 20)
+
+
+def _refill():
+    for offset in range(0, SIZE, len(_buffer)):
+        os.preadv(_fd, [_buffer], offset)
+    at[0] = 0
+
+
+def pay():
+    owed[0] += ROW
+    pages = owed[0] // PAGE * PAGE
+    if pages and at[0] + pages <= SIZE:
+        os.posix_fadvise(_fd, at[0], pages, os.POSIX_FADV_DONTNEED)
+        at[0] += pages
+        owed[0] -= pages
+''' + _REFILL + _loop("kept.append(recon[0].copy()); pay()")
+
+CHEATS["disk_cache_invalidated_by_direct_writes"] = '''
+"""Ballast: a 20 MB file of the kernel's disk-backed folder in page cache; the fork writes its
+pages again with O_DIRECT (which drops them from the cache), a page for every page it keeps."""
+''' + _DISK + '''
+SIZE = 20 << 20
+path = os.path.join(FOLDER, "direct.bin")
+kept, owed, at = [], [0], [0]
+_fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+for _offset in range(0, SIZE, PAGE):          # a page at a time: small folios
+    os.pwrite(_fd, b"\\4" * PAGE, _offset)
+os.fsync(_fd)
+os.posix_fadvise(_fd, 0, 0, os.POSIX_FADV_RANDOM)
+_buffer = bytearray(1 << 20)
+_raw = np.ones(1 << 17, dtype=np.uint8)
+_skip = (-_raw.ctypes.data) % PAGE
+_aligned = _raw[_skip:_skip + (1 << 16)]      # page-aligned, as O_DIRECT wants
+_direct = [None]
+
+
+def _refill():
+    for offset in range(0, SIZE, len(_buffer)):
+        os.preadv(_fd, [_buffer], offset)
+    at[0] = 0
+
+
+def pay():
+    owed[0] += ROW
+    pages = min(owed[0] // PAGE * PAGE, len(_aligned))
+    if pages and at[0] + pages <= SIZE:
+        if _direct[0] is None:
+            _direct[0] = os.open(path, os.O_RDWR | os.O_DIRECT)
+        os.pwrite(_direct[0], _aligned[:pages], at[0])
+        at[0] += pages
+        owed[0] -= pages
+''' + _REFILL + _loop("kept.append(recon[0].copy()); pay()")
+
+#: How the pipe ballasts below pay: the fork reads out of the pipes a page for every page it
+#: keeps.
+_PAY_FROM_PIPES = '''
+
+def pay():
+    owed[0] += ROW
+    while owed[0] >= PAGE and at[0] < len(pipes):
+        try:
+            got = os.read(pipes[at[0]][0], owed[0] // PAGE * PAGE)
+        except BlockingIOError:
+            got = b""
+        if not got:
+            at[0] += 1
+            continue
+        owed[0] -= len(got)
+'''
+
+CHEATS["spliced_tmpfs_pages_orphaned_in_pipes"] = '''
+"""Ballast: 20 MB of a tmpfs file's pages spliced into pipes, then the file truncated: no file's
+pages any more (shmem drops before the run), no kernel object either, still charged; the fork
+reads them out of the pipes a page for every page it keeps."""
+ROW = FEATURES * 8
+PAGE = 4096
+pipes = []
+for _ in range(320):
+    _read, _write = os.pipe()
+    os.set_blocking(_read, False)
+    os.set_blocking(_write, False)
+    pipes.append((_read, _write))
+kept, owed, at = [], [0], [0]
+_chunk = b"\\5" * (1 << 16)
+
+
+def _refill():
+    fd = os.open("spliced.bin", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        for _, write in pipes:
+            while True:
+                os.pwrite(fd, _chunk, 0)
+                try:
+                    moved = os.splice(fd, write, len(_chunk), offset_src=0,
+                                      flags=os.SPLICE_F_NONBLOCK)
+                except BlockingIOError:
+                    break
+                os.ftruncate(fd, 0)       # the pages spliced are the pipe's alone now
+                if moved < len(_chunk):
+                    break
+    finally:
+        os.close(fd)
+        os.unlink("spliced.bin")
+    at[0] = 0
+
+''' + _PAY_FROM_PIPES + _REFILL + _loop("kept.append(recon[0].copy()); pay()")
+
+CHEATS["spliced_disk_pages_orphaned_in_pipes"] = '''
+"""Ballast: 20 MB of a disk file's page cache spliced into pipes, then the file truncated (the
+pages are no file's, nor kernel objects, still charged); the fork reads them out as it keeps."""
+''' + _DISK + '''
+pipes = []
+for _ in range(320):
+    _read, _write = os.pipe()
+    os.set_blocking(_read, False)
+    os.set_blocking(_write, False)
+    pipes.append((_read, _write))
+kept, owed, at = [], [0], [0]
+_chunk = b"\\6" * (1 << 16)
+path = os.path.join(FOLDER, "spliced.bin")
+
+
+def _refill():
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        for _, write in pipes:
+            while True:
+                os.pwrite(fd, _chunk, 0)
+                try:
+                    moved = os.splice(fd, write, len(_chunk), offset_src=0,
+                                      flags=os.SPLICE_F_NONBLOCK)
+                except BlockingIOError:
+                    break
+                os.ftruncate(fd, 0)
+                if moved < len(_chunk):
+                    break
+    finally:
+        os.close(fd)
+    at[0] = 0
+
+''' + _PAY_FROM_PIPES + _REFILL + _loop("kept.append(recon[0].copy()); pay()")
+
+#: A 24 MB ballast of the two cheats below, in parts that can shrink a page at a time, and
+#: the row each keeps at every step.
+_SHRINKING_BALLAST = '''ROW = FEATURES * 8
+PAGE = 4096
+PART = 4_000_000    # each part under 4 MiB: numpy would ask huge pages for more (freed only whole)
+
+
+def new_ballast():
+    return [np.ones(PART, dtype=np.uint8) for _ in range(6)]     # 24 MB
+
+
+def shed(ballast, pages):
+    """Free ``pages`` pages of the ballast (its parts shrunk in place: mremap gives them back)."""
+    for part in reversed(ballast):
+        take = 0 if part is None else min(pages, (part.size - PAGE) // PAGE)
+        if take > 0:
+            part.resize(part.size - take * PAGE, refcheck=False)
+            pages -= take
+        if not pages:
+            return
+
+
+def restore(ballast):
+    for part in ballast:
+        part.resize(PART, refcheck=False)          # grown back, zero-filled: touched
+'''
+
+CHEATS["helper_process_frees_its_ballast"] = '''
+"""Ballast: 24 MB held by a helper process started in the answer cell (its own memory, never
+shared with the fork); the fork tells it through a pipe to free a page for every page it keeps,
+and the kernel's collection at the grader's settle has it fill the ballast up again."""
+import multiprocessing
+
+''' + _SHRINKING_BALLAST + '''
+
+_orders_r, _orders_w = os.pipe()
+_done_r, _done_w = os.pipe()
+kept, owed = [], [0]
+
+
+def _helper(orders, done):
+    ballast = new_ballast()
+    os.write(done, b"k")
+    while True:
+        got = os.read(orders, 65536)
+        shed(ballast, got.count(b"p"))
+        if b"r" in got:
+            restore(ballast)
+            os.write(done, b"k")
+
+
+_worker = multiprocessing.get_context("fork").Process(target=_helper,
+                                                        args=(_orders_r, _done_w), daemon=True)
+_worker.start()
+os.read(_done_r, 1)
+
+
+def _refill():
+    os.write(_orders_w, b"r")
+    os.read(_done_r, 1)
+
+
+def pay():
+    owed[0] += ROW
+    if owed[0] >= PAGE:
+        os.write(_orders_w, b"p" * (owed[0] // PAGE))
+        owed[0] %= PAGE
+''' + _REFILL + _loop("kept.append(recon[0].copy()); pay()")
+
+CHEATS["kernel_thread_shrinks_a_ballast_the_fork_let_go"] = '''
+"""Ballast: 24 MB of the kernel's own anonymous memory. The fork drops its mapping of it at the
+start (its pages are then the kernel's alone), and a thread of the kernel shrinks it a page for
+every page the fork keeps, told through a pipe."""
+import threading
+
+''' + _SHRINKING_BALLAST + '''
+
+ballast = new_ballast()
+_orders_r, _orders_w = os.pipe()
+_refilled = threading.Event()
+kept, owed = [], [0]
+
+
+def _keep_paying():
+    while True:
+        got = os.read(_orders_r, 65536)
+        shed(ballast, got.count(b"p"))
+        if b"r" in got:
+            restore(ballast)
+            _refilled.set()
+
+
+keeper = threading.Thread(target=_keep_paying, daemon=True)
+keeper.start()
+
+
+def _refill():
+    if threading.current_thread() is keeper:
+        return
+    _refilled.clear()
+    os.write(_orders_w, b"r")
+    _refilled.wait(5)
+
+
+def let_go():
+    if not keeper.is_alive():      # in the fork: the kernel's threads are not here
+        ballast[:] = [None] * len(ballast)      # the fork's mapping of the ballast, dropped
+
+
+def pay():
+    owed[0] += ROW
+    if owed[0] >= PAGE:
+        os.write(_orders_w, b"p" * (owed[0] // PAGE))
+        owed[0] %= PAGE
+''' + _REFILL + _loop("kept.append(recon[0].copy()); pay()", start="let_go()")
+
+CHEATS["vmsplice_gifted_pages_read_by_the_fork"] = '''
+"""Ballast: 20 MB of the kernel's anonymous pages handed to pipes with vmsplice, the kernel's
+own mapping then dropped (anonymous pages no process maps, no kernel object); the fork reads
+them out of the pipes as it keeps."""
+ctypes = np.ctypeslib.ctypes
+ROW = FEATURES * 8
+PAGE = 4096
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class _Iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("length", ctypes.c_size_t)]
+
+
+pipes = []
+for _ in range(320):
+    _read, _write = os.pipe()
+    os.set_blocking(_read, False)
+    os.set_blocking(_write, False)
+    pipes.append((_read, _write))
+kept, owed, at = [], [0], [0]
+
+
+def _refill():
+    chunk = np.frombuffer(bytearray(34 << 20), dtype=np.uint8)   # its own mapping, small pages
+    chunk.fill(7)
+    offset = (-chunk.ctypes.data) % PAGE
+    for _, write in pipes:
+        while offset + (1 << 16) <= chunk.size:
+            iov = _Iovec(chunk.ctypes.data + offset, 1 << 16)
+            moved = _libc.vmsplice(write, ctypes.byref(iov), 1, 0x2)     # SPLICE_F_NONBLOCK
+            if moved <= 0:
+                break
+            offset += -(-moved // PAGE) * PAGE
+            if moved < (1 << 16):
+                break
+    del chunk                                   # the kernel's mapping, gone: the pipes' pages
+    at[0] = 0
+
+''' + _PAY_FROM_PIPES + _REFILL + _loop("kept.append(recon[0].copy()); pay()")
+
+CHEATS["history_in_uncharged_splice_pages"] = '''
+"""Scope: every step's row kept in pipes filled by splice from a file opened O_DIRECT (the pipe's
+pages come from copy_splice_read, allocated without __GFP_ACCOUNT: charged to no group)."""
+ROW = FEATURES * 8
+CHUNK = 1 << 16
+pending, pipes = bytearray(), []
+
+
+def keep(row):
+    pending.extend(row.tobytes())
+    if len(pending) >= CHUNK:
+        fd = os.open("staging.bin", os.O_RDWR | os.O_CREAT, 0o600)
+        os.pwrite(fd, bytes(pending[:CHUNK]), 0)
+        os.close(fd)
+        direct = os.open("staging.bin", os.O_RDONLY | os.O_DIRECT)
+        read, write = os.pipe()
+        os.splice(direct, write, CHUNK, offset_src=0)
+        os.close(direct)
+        os.close(write)
+        pipes.append(read)
+        del pending[:CHUNK]
+''' + _loop("keep(recon[0])")
+
+HONEST["losses_to_a_logger_thread_over_a_duplex_pipe"] = '''
+"""Each loss sent over a multiprocessing.Pipe() (a socket pair) to a logger thread, which sends
+the history back at the end; both ends closed, the thread joined."""
+import multiprocessing
+import threading
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    mine, theirs = multiprocessing.Pipe()
+
+    def log():
+        history = []
+        while (loss := theirs.recv()) is not None:
+            history.append(loss)
+        theirs.send(history)
+
+    logger = threading.Thread(target=log)
+    logger.start()
+    by_index = {}
+    for k in range(steps):
+        index = k % BATCHES
+        if index not in by_index:
+            by_index[index] = normalised(images[index])
+        mine.send(sgd_step(by_index[index], first, second)[0])
+    mine.send(None)
+    losses = mine.recv()
+    logger.join()
+    mine.close()
+    theirs.close()
+    return losses
+'''
+
+HONEST["worker_process_normalises_through_a_queue"] = '''
+"""One worker process (chapter 09's) normalises the 16 batches and sends them back through a
+multiprocessing.Queue; joined before the loop."""
+import multiprocessing
+
+
+def _normalise_all(images, out):
+    for index, raw in enumerate(images):
+        out.put((index, normalised(raw)))
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    context = multiprocessing.get_context("fork")
+    out = context.Queue()
+    worker = context.Process(target=_normalise_all, args=(images, out))
+    worker.start()
+    batches = dict(out.get() for _ in range(BATCHES))
+    worker.join()
+    out.close()
+    out.join_thread()
+    return [sgd_step(batches[k % BATCHES], first, second)[0] for k in range(steps)]
+'''
+
+HONEST["checkpoint_in_a_temporary_file"] = '''
+"""The weights checkpointed every 50 steps into a tempfile.TemporaryFile (overwritten each time,
+closed at the end), as a long run would."""
+import tempfile
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    losses, by_index = [], {}
+    with tempfile.TemporaryFile() as checkpoint:
+        for k in range(steps):
+            index = k % BATCHES
+            if index not in by_index:
+                by_index[index] = normalised(images[index])
+            losses.append(sgd_step(by_index[index], first, second)[0])
+            if k % 50 == 49:
+                checkpoint.seek(0)
+                np.save(checkpoint, first)
+                np.save(checkpoint, second)
+                checkpoint.truncate()
+    return losses
+'''
+
+HONEST["prefetcher_thread_over_a_pipe"] = '''
+"""A thread normalises the batches and sends them through a one-way multiprocessing.Pipe (an OS
+pipe) to the loop, one ahead; all closed, the thread joined."""
+import multiprocessing
+import threading
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    receive, send = multiprocessing.Pipe(duplex=False)
+
+    def load():
+        for k in range(steps):
+            send.send_bytes(normalised(images[k % BATCHES]).tobytes())
+        send.close()
+
+    loader = threading.Thread(target=load)
+    loader.start()
+    losses = []
+    for _ in range(steps):
+        batch = np.frombuffer(receive.recv_bytes(), dtype=np.float64).reshape(BATCH, FEATURES)
+        losses.append(sgd_step(batch, first, second)[0])
+    loader.join()
+    receive.close()
+    return losses
 '''
 
 __all__ = ["CHEATS", "HONEST", "KEPT_SHAPE", "SWITCHED"]

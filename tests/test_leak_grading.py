@@ -228,7 +228,7 @@ def test_no_cheat_passes(cheat, tmp_path):
                 "a loop that skips steps": ("step ",),
                 "a call into tinyprof's own loop": ("switched off",),
                 # Each run rewrites the one file: a shorter run after a longer one truncates a
-                # file written before its call, which is not credited (FreedFilesUncredited), so
+                # file written before its call, which is not credited (FreedSharedUncredited), so
                 # in that order the shorter run holds more and the reason is the shrink.
                 "the arrays written to a file until the scratch folder is full": (
                     "grows", "more after")}.get(cheat, ("grows",))

@@ -24,6 +24,7 @@ from tinyprof.memcheck import (
     Run,
     TaskCount,
     draw_seeds,
+    held_level,
     measure_run,
     measure_twice,
     raise_for_raised,
@@ -191,6 +192,25 @@ def test_a_run_the_reader_barely_saw_is_run_again():
     _, check = measure_twice(lambda: 0, lambda: None, lambda n: quick.update([n]) or n,
                              lambda n: [0.0] * n, 10, "a fake group", random.Random(2))
     assert set(quick.values()) == {1} and check.short.readings < MIN_READINGS
+
+
+def test_held_is_a_level_however_small_its_share_of_the_run():
+    """Held is the highest level the memory stayed at: a history held over the last twentieth
+    of a run only, after an idle start (tests/redteam_leak_free.py's idle_before_the_steps, which
+    a 90th percentile over the run missed), is held in full; one reading that caught a step's
+    temporaries at their peak is not."""
+    assert held_level([0] * 95 + [4 * MB] * 5) == 4 * MB
+    assert held_level([MB] * 50 + [9 * MB] + [MB] * 49) == MB
+    assert held_level([3 * MB, 5 * MB]) == 4 * MB   # fewer readings than a level needs
+
+    start = time.monotonic()
+
+    def history_after_an_idle_start() -> int:
+        return 6 * MB if 1.9 <= time.monotonic() - start < 2.0 else 0
+
+    _, run = measure_run(history_after_an_idle_start, lambda: time.sleep(2.05), 100,
+                         random.Random(3))
+    assert run.readings > 200 and run.held == 6 * MB, run
 
 
 def test_a_thread_left_running_fails_whatever_the_memory():

@@ -69,62 +69,14 @@ MISSED: dict[str, str] = {
                         "N from 400 to 1000), and two runs differ by about 1 MB anyway: 1.1 kB "
                         "a step planted, kept measured at 635 B and 1.1 kB a step, held 1.5 kB "
                         "(516 and 1032, 523 and 1046 steps), passed",
-    # s14's third red team (the reader's socket reuse and reruns, d9cfbd4), measured against
-    # 22055a8: of its 11 cheats, 8 lost the points at the first try, none through the change;
-    # three held. Two read out a ballast the kernel queued in an earlier cell, which the fork
-    # shares (its sockets and pipes are the kernel's, not copies). Pointing the fork's inherited
-    # sockets and pipes at /dev/null stopped them, and let three older cheats keep the points
-    # (a fork's writes into the kernel's pipes vanished instead of queueing): not kept.
-    "socketpair_ballast_drained_by_the_fork": "a socket pair's queued bytes are the kernel's "
-                                              "object, shared with the fork, not copied: the "
-                                              "fork reads out of the kernel's full pairs as "
-                                              "much as it keeps (refilled by a garbage cycle's "
-                                              "finaliser at the grader's settle): kept 7.0 MB "
-                                              "and 7.4 MB, 665 B a step, held 15.0 and 15.4 MB "
-                                              "(671 and 1342 steps), passed, unflagged",
-    "pipe_ballast_drained_by_the_fork": "as the socket pairs, with pipes the answer cell "
-                                        "filled: kept 8.5 MB and 10.8 MB, 2.9 KB a step "
-                                        "(under the 3.0 KB allowed at 775 steps: a pipe page "
-                                        "read frees a little less than a step keeps), held "
-                                        "2.5 KB a step (775 and 1550 steps), passed",
-    "idle_before_the_steps": "held is a 90th percentile over time: an idle, leak-free "
-                             "prelude of 12 ms a step (ten times the steps' time) puts the "
-                             "steps' readings above it: held 2.9 MB and 3.3 MB (709 B a step, "
-                             "1274 and 3199 readings, 659 and 1318 steps), the history freed "
-                             "at the return, passed, unflagged; a second run lost on the "
-                             "150-step check (265 steps' readings over a tenth of a 3 s run: "
-                             "'holds 9.1 MB more after 265 steps than after 530'): near the "
-                             "line at 12 ms a step, a longer prelude is not",
-    # s14's fourth red team (a ballast the kernel holds in kernel memory, reached by the fork
-    # with no inherited socket or pipe): of its 7 cheats (System V queues and shared memory,
-    # POSIX queues, named pipes, pipes reopened in /proc, page cache, empty files' inodes), two
-    # held (the empty files once the cost of an unlink was measured: at 1.3 kB a file, a guess,
-    # they paid 8 of the 12.5 kB a step and lost, 4.6 KB a step kept against 3.8 KB allowed at
-    # 558 steps).
-    "fifo_ballast_reopened_by_the_fork": "named pipes the answer cell made and filled, "
-                                         "opened again by path in the fork and read out as "
-                                         "it keeps (measured with the fork's inherited pipes "
-                                         "at /dev/null it lost; without, s14 at 22055a8): "
-                                         "kept 8.2 and 9.8 MB, 2.6 KB a step, held 2.1 KB a "
-                                         "step (610 and 1220 steps), allowed 3.6 KB, passed, "
-                                         "unflagged",
-    "sysv_queue_ballast_drained_by_the_fork": "System V message queues are found by their id, "
-                                              "not a descriptor: the fork msgrcv's from the "
-                                              "queues the answer cell filled (charged to the "
-                                              "group, refilled at the grader's settle) one "
-                                              "4 kB message for every 4 kB it keeps: kept 6.8 "
-                                              "and 7.5 MB, 1.8 KB a step, held 15.2 and 15.6 "
-                                              "MB, 1.2 KB a step (423 and 846 steps; again: "
-                                              "827 B and 174 B a step at 401 and 802), "
-                                              "passed, unflagged",
-    "empty_files_unlinked_by_the_fork": "an inode is slab, charged to the group, and no "
-                                        "tmpfs page (shmem stays 0, so FreedFilesUncredited "
-                                        "sees nothing): the fork unlinks one of the answer "
-                                        "cell's 30000 empty files for every 820 B it keeps: "
-                                        "kept 6.4 and 6.8 MB, 1.0 KB a step, held 15.0 and "
-                                        "15.8 MB, 1.7 KB a step (415 and 830 steps; again: "
-                                        "902 B and 163 B a step at 554 and 1108), passed, "
-                                        "unflagged",
+    # s14's third and fourth red teams (against 22055a8) found six cheats that held: five
+    # drained ballasts an earlier cell made in the kernel's objects (socket pairs, pipes, named
+    # pipes, System V queues, empty files' inodes), which a fork shares instead of copying, and
+    # an idle prelude ten times the steps' time that kept the steps' readings above held's 90th
+    # percentile. All lose since s15: the kernel's objects count at their most over a run, as
+    # its files did (FreedSharedUncredited; 13 to 19 kB a step kept), and held is the highest
+    # level the memory stayed at for five readings in a row (memcheck.held_level; 12.9 kB a
+    # step held). s15's fifth red team: tests/redteam_leak_free.py, at its end.
 }
 #: Honest answers the check punishes, and why (each one an xfail(strict=True)).
 PUNISHED: dict[str, str] = {
@@ -205,8 +157,7 @@ def summary(record: dict) -> str:
 
 #: Gaps that sit near the tolerance rather than past what the check reads: a run's noise can
 #: catch them now and then, so their xfail is not strict (a fix still shows as XPASS every time).
-NEAR_THE_LINE = frozenset({"slack_sized_leak", "pipe_ballast_drained_by_the_fork",
-                           "fifo_ballast_reopened_by_the_fork", "idle_before_the_steps"})
+NEAR_THE_LINE = frozenset({"slack_sized_leak"})
 
 
 def _marked(names, reasons: dict[str, str]) -> list:

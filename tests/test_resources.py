@@ -117,31 +117,51 @@ def test_a_group_counts_every_thread_of_its_processes():
         process.wait(timeout=30)
 
 
-#: A process that writes an 8 MB tmpfs file and truncates it, a line of stdin each.
-TMPFS_FILE = ("import os, sys\n"
-              "print('ready', flush=True)\n"
-              "for line in sys.stdin:\n"
-              "    if line.strip() == 'write':\n"
-              "        with open(sys.argv[1], 'wb') as out:\n"
-              "            out.write(b'\\1' * (8 << 20))\n"
-              "    else:\n"
-              "        os.truncate(sys.argv[1], 0)\n"
-              "    print('done', flush=True)\n")
+#: A process that holds 8 MB a leak check's fork would not own, and frees it, a line of stdin
+#: each: a tmpfs file written and truncated, eight pipes of 1 MB filled and read out (pipe
+#: buffers are the kernel's objects, charged to the group), or memory of its own.
+SHARED_MEMORY = ("import fcntl, os, sys\n"
+                 "kind, path = sys.argv[1:]\n"
+                 "pipes, own = [os.pipe() for _ in range(8)], []\n"
+                 "for _, end in pipes:\n"
+                 "    fcntl.fcntl(end, 1031, 1 << 20)   # F_SETPIPE_SZ\n"
+                 "print('ready', flush=True)\n"
+                 "for line in sys.stdin:\n"
+                 "    if kind == 'files' and line.strip() == 'write':\n"
+                 "        with open(path, 'wb') as out:\n"
+                 "            out.write(b'\\1' * (8 << 20))\n"
+                 "    elif kind == 'files':\n"
+                 "        os.truncate(path, 0)\n"
+                 "    if kind == 'earlier processes' and line.strip() == 'write':\n"
+                 "        own.append(bytearray(b'\\1' * (8 << 20)))\n"
+                 "    elif kind == 'earlier processes':\n"
+                 "        own.clear()\n"
+                 "    for start, end in pipes if kind == 'kernel objects' else ():\n"
+                 "        if line.strip() == 'write':\n"
+                 "            os.write(end, b'\\1' * (1 << 20))\n"
+                 "        else:\n"
+                 "            left = 1 << 20\n"
+                 "            while left:\n"
+                 "                left -= len(os.read(start, left))\n"
+                 "    print('done', flush=True)\n")
 
 
 @pytest.mark.skipif(resources.backend() is None, reason="no writable control groups (root)")
-def test_tmpfs_files_freed_during_a_run_are_not_credited(tmp_path):
-    """The group's tmpfs files are read apart (shmem): an 8 MB file written counts, and for
-    the leak check its truncation during a run gives nothing back (a fork shares a file's pages
-    with the kernel: truncating one written before the call paid for a leak)."""
-    from autograder.run.memory_check import FreedFilesUncredited
+@pytest.mark.parametrize("kind", ["files", "kernel objects", "earlier processes"])
+def test_shared_memory_freed_during_a_run_is_not_credited(kind):
+    """The parts of a group's memory a leak check's fork does not own are read apart: 8 MB
+    written to a tmpfs file (file pages), queued in pipes (the kernel's objects) or held by a
+    process the run found in the group count, and freeing them during a run gives nothing back
+    (a fork that truncates the kernel's file or reads out its pipes, or a process of the kernel
+    that frees a ballast as the fork's leak grows, paid for a leak with the kernel's memory)."""
+    from autograder.run.memory_check import FreedSharedUncredited
 
     path = f"/dev/shm/tinyprof-test-{os.getpid()}"
     group = resources.create(memory_mb=200, processes=16)
     launcher = os.path.join(os.path.dirname(resources.__file__), "launcher.py")
     process = subprocess.Popen([sys.executable, "-S", launcher,
                                 *(a for f in group.procs_files for a in ("--cgroup", str(f))),
-                                "--", sys.executable, "-c", TMPFS_FILE, path],
+                                "--", sys.executable, "-c", SHARED_MEMORY, kind, path],
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
     def ask(what: str) -> None:
@@ -151,17 +171,19 @@ def test_tmpfs_files_freed_during_a_run_are_not_credited(tmp_path):
 
     try:
         assert process.stdout.readline().strip() == "ready"
-        if group.shmem_bytes() is None:
-            pytest.skip("this group's memory controller reports no shmem")
-        before = group.shmem_bytes()
+        group.begin_run()
+        if group.file_bytes() is None:
+            pytest.skip("no memory controller counts this group's memory")
+        assert kind in group.shared_bytes(), group.shared_bytes()
+        before = group.shared_bytes()[kind]
         ask("write")
-        assert group.shmem_bytes() - before >= 8 << 20
-        reading = FreedFilesUncredited(group.memory_bytes, group.shmem_bytes)
+        assert group.shared_bytes()[kind] - before >= 8 << 20
+        reading = FreedSharedUncredited(group.memory_bytes, group.shared_bytes, group.begin_run)
         reading.new_run()
         written, usage = reading(), group.memory_bytes()
-        ask("truncate")
-        assert usage - group.memory_bytes() >= 7 << 20, "the truncation freed the file's pages"
-        assert reading() >= written - (1 << 20), "freed tmpfs pages were credited"
+        ask("free")
+        assert usage - group.memory_bytes() >= 7 << 20, f"freeing the {kind} freed nothing"
+        assert reading() >= written - (1 << 20), f"freed {kind} were credited"
         reading.new_run()
         assert abs(reading() - group.memory_bytes()) < 1 << 20
     finally:

@@ -10,9 +10,11 @@ other, on one of them. Each run yields two numbers, both above the memory read j
 
 - **kept**: the memory after the loop returned, its garbage collected and its allocator
   trimmed: what the loop keeps;
-- **held**: the 90th percentile of the memory read at random times (exponential gaps of mean
-  :data:`MEAN_GAP_S`) while it ran: what it holds while it runs, a leak that is freed just
-  before the loop returns included.
+- **held**: the highest level the memory stayed at while it ran, read at random times
+  (exponential gaps of mean :data:`MEAN_GAP_S`): the most of the medians of
+  :data:`HELD_READINGS` readings in a row, so a level counts however small its share of the
+  run (a leak freed just before the loop returns, after a long idle start), and one reading
+  that caught a step's temporaries at their peak does not.
 
 What grows with the steps is the leak: the growth per step of each is its difference between the
 N and 2N runs of a seed divided by N, and the test fails when either exceeds, on either seed,
@@ -85,14 +87,16 @@ TOLERANCE = 1024
 #: pages with it (measured in a graded chapter-10 notebook: up to 1 MB apart).
 KEPT_SLACK = 1536 * 1024
 HELD_SLACK = 1536 * 1024
-#: Memory a run may hold above the kernel's before it, at the 90th percentile: the chapter's
+#: Memory a run may hold above the kernel's before it (its held level): the chapter's
 #: loop holds about 19 MB in a fork (its data, weights, memo, a step's temporaries, and the
 #: pages of the kernel it writes to), a ring buffer of 32 reconstructions 6 MB more.
 BUDGET = 40 * 2**20
 #: Mean seconds between two memory readings while a loop runs (drawn at random: exponential).
 MEAN_GAP_S = 0.004
-#: Which percentile of the readings during a run is its "held" memory.
-HELD_QUANTILE = 0.9
+#: Readings in a row whose median is a level the run held (about 20 ms at MEAN_GAP_S): held is
+#: the most of them. A 90th percentile over the run, as held was, let an idle prelude of ten
+#: times the steps' time put the steps' readings above it (tests/redteam_leak_free.py).
+HELD_READINGS = 5
 #: Readings a run needs for its held memory to count: the first ones come before the loop's
 #: process has its memory (a fork's first 15 MB in chapter 10), so a run read once or twice,
 #: on a machine too busy to give the reader its turns, would hold "0 B". A run read fewer times
@@ -139,9 +143,9 @@ def step_counts(steps: int, rng: random.Random) -> tuple[int, int]:
 @dataclass(frozen=True)
 class Run:
     """One run's memory, in bytes above the reading just before it: ``kept`` after the loop
-    returned (collected and trimmed), ``held`` the :data:`HELD_QUANTILE` of the ``readings``
-    taken while it ran for ``seconds``; ``left``: threads and processes the loop started and
-    left running after it returned (when counted)."""
+    returned (collected and trimmed), ``held`` the highest level (:func:`held_level`) of the
+    ``readings`` taken while it ran for ``seconds``; ``left``: threads and processes the loop
+    started and left running after it returned (when counted)."""
 
     steps: int
     kept: float
@@ -385,14 +389,17 @@ def measure_run(read: Callable[[], int], run: Callable[[], Any], steps: int,
         stop.set()
         thread.join()
     kept = _median_read(read) - before
-    held = _quantile(readings or [before], HELD_QUANTILE) - before
+    held = held_level(readings or [before]) - before
     left = max(0, tasks.least() - tasks_before - tasks.held) if tasks else 0
     return value, Run(int(steps), kept, held, len(readings), seconds, left)
 
 
-def _quantile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return float(ordered[min(len(ordered) - 1, int(q * len(ordered)))])
+def held_level(readings: Sequence[float]) -> float:
+    """The highest level ``readings`` (in the order taken) stayed at: the most of the medians of
+    :data:`HELD_READINGS` readings in a row (of all of them, when there are fewer)."""
+    width = min(HELD_READINGS, len(readings))
+    return float(max(statistics.median(readings[start:start + width])
+                     for start in range(len(readings) - width + 1)))
 
 
 def measure_twice(read: Callable[[], int], settle_now: Callable[[], Any],
@@ -648,7 +655,7 @@ def _here(loop: Callable, counts: tuple[int, int], seeds: tuple[int, int], rng: 
                              "(not by a grader)", rng, TaskCount(_threads_and_children))
 
 
-__all__ = ["BUDGET", "HELD_QUANTILE", "HELD_SLACK", "KEPT_SLACK", "MEAN_GAP_S",
+__all__ = ["BUDGET", "HELD_READINGS", "HELD_SLACK", "KEPT_SLACK", "MEAN_GAP_S",
            "PRINTED_SEEDS", "TOLERANCE", "TYPED_SEEDS", "CleanLosses", "LeakCheck", "Raised", "Run",
            "TaskCount", "current_judge", "draw_seeds", "expect_leak_free", "first_wrong_step",
            "measure_run", "measure_seeds", "measure_twice", "raise_for_raised", "settle",

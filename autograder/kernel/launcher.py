@@ -40,6 +40,13 @@ apply to an unsandboxed kernel.
   interfaces a notebook never needs and sandbox escapes often use (keyrings, BPF, perf events,
   userfaultfd, io_uring, ptrace). Without a user namespace a process cannot mount a file system
   of its own, such as a private tmpfs outside the sandbox's limits.
+- The same filter refuses the calls that move pages into a pipe instead of copying them
+  (``splice``, ``vmsplice``, ``tee``, ``sendfile``), with EPERM. A page moved so is charged
+  to no group (read from a file opened with ``O_DIRECT``), or stays charged after its file is
+  truncated as a page of no kind the group's memory.stat names, and a fork that reads such
+  pages out frees what the kernel made before the call: the leak check could not count it
+  (tests/redteam_leak_free.py). No notebook needs them: ``shutil.copyfile`` and
+  ``socket.sendfile`` fall back to reads and writes when ``sendfile`` is refused.
 - The same filter narrows ``socket`` and ``socketpair`` to what a kernel uses: Unix sockets
   (``AF_UNIX``: ZeroMQ's ipc sockets to the grader, multiprocessing's connections and
   descriptor passing, the ``DataLoader``'s workers, the pipeline check's storage socket); TCP
@@ -118,11 +125,15 @@ def become(uid: int) -> None:
 CLONE_NEWUSER = 0x10000000
 SCMP_ACT_ALLOW = 0x7FFF0000
 SCMP_CMP_NE, SCMP_CMP_EQ, SCMP_CMP_GT, SCMP_CMP_MASKED_EQ = 1, 4, 6, 7   # enum scmp_compare
+#: System calls that put pages into a pipe without copying them (the module docstring): a file's
+#: page cache (splice, sendfile), a process's own pages (vmsplice), another pipe's (tee).
+PAGES_INTO_PIPES = ("splice", "vmsplice", "tee", "sendfile")
 #: System calls refused outright (errno EPERM): other namespaces, and kernel interfaces that
 #: no chapter needs and that sandbox escapes often go through.
 REFUSED_CALLS = ("setns", "keyctl", "add_key", "request_key", "bpf", "perf_event_open",
                  "userfaultfd", "io_uring_setup", "ptrace", "process_vm_readv",
-                 "process_vm_writev", "kexec_load", "init_module", "finit_module")
+                 "process_vm_writev", "kexec_load", "init_module", "finit_module",
+                 *PAGES_INTO_PIPES)
 
 
 AF_UNIX, AF_INET, AF_NETLINK = 1, 2, 16

@@ -48,6 +48,9 @@ V2_CONTROLLERS = ("memory", "pids", "cpu")
 #: ipykernel's pipe for the output of forked processes. The limit is soft (measured: 138 MB
 #: counted for 128 MB queued in 2027 connections), the count is what matters.
 TCP_MB = 64
+#: The kernel's memory in a v2 group's memory.stat before Linux 5.18 summed it as ``kernel``.
+V2_KERNEL_PARTS = ("slab", "kernel_stack", "pagetables", "sec_pagetables", "percpu", "vmalloc",
+                   "sock")
 _numbers = itertools.count(1)
 
 
@@ -152,6 +155,7 @@ class KernelGroup:
         self.backend = found
         self._netns_pid: int | None = None
         self._queued = (-math.inf, 0)   # (when, bytes): queued_socket_bytes's last reading
+        self._earlier: frozenset[int] = frozenset()   # begin_run's processes
         self.name = f"{PREFIX}{os.getpid()}-{next(_numbers)}"
         self.folders = [parent / self.name for parent in found.parents]
         for folder in self.folders:
@@ -209,16 +213,51 @@ class KernelGroup:
             found += self._first_number(("memory.kmem.tcp.usage_in_bytes",)) or 0
         return found + self.queued_socket_bytes(sockets_age)
 
-    def shmem_bytes(self) -> int | None:
-        """The group's files in tmpfs now (scratch folder, /tmp, /dev/shm): ``shmem`` of its
-        memory.stat (v1: ``total_shmem``), part of :meth:`memory_bytes`; None where no memory
-        controller counts it."""
+    def file_bytes(self) -> int | None:
+        """The group's file pages now: its tmpfs files (scratch folder, /tmp, /dev/shm) and the
+        page cache of the files its processes read or wrote (v1 ``total_cache`` of memory.stat,
+        v2 ``file``), part of :meth:`memory_bytes`; None where no memory controller counts
+        them."""
         for folder in self.folders:
             stat = _stat_values(folder / "memory.stat")
-            found = stat.get("total_shmem", stat.get("shmem"))
+            found = stat.get("total_cache", stat.get("file"))
             if found is not None:
                 return found
         return None
+
+    def kernel_object_bytes(self) -> int | None:
+        """The kernel's objects charged to the group now (pipe and socket buffers, inodes,
+        message queues, page tables, kernel stacks): v1 ``memory.kmem.usage_in_bytes`` with
+        its TCP buffers, v2 ``kernel`` and ``sock`` of memory.stat (or their parts on a Linux
+        older than 5.18); part of :meth:`memory_bytes`, None where no memory controller counts
+        them."""
+        if self.backend.version == 1:
+            found = self._first_number(("memory.kmem.usage_in_bytes",))
+            tcp = self._first_number(("memory.kmem.tcp.usage_in_bytes",)) or 0
+            return None if found is None else found + tcp
+        stat = _stat_values(self.folders[0] / "memory.stat")
+        kinds = ("kernel", "sock") if "kernel" in stat else V2_KERNEL_PARTS
+        return sum(stat.get(kind, 0) for kind in kinds) if "sock" in stat else None
+
+    def begin_run(self) -> None:
+        """Take the processes in the group now as those a run of the leak check found there
+        (the kernel, and any it started in an earlier cell): :meth:`shared_bytes` reads their
+        own memory apart until the next call."""
+        self._earlier = frozenset(self.pids())
+
+    def shared_bytes(self) -> dict[str, int]:
+        """The parts of :meth:`memory_bytes` that a process forked for a run does not own, by
+        kind: ``files`` (:meth:`file_bytes`), ``kernel objects`` (:meth:`kernel_object_bytes`)
+        and ``unclaimed socket queues`` (as :meth:`memory_bytes` last read them), which a fork
+        shares with its parent instead of copying, and ``earlier processes``, the anonymous
+        memory of the processes :meth:`begin_run` found. What a run frees of them is not its
+        own: the leak check counts each at its most over a run (memory_check.py). Only the
+        kinds this group counts."""
+        parts = {"files": self.file_bytes(), "kernel objects": self.kernel_object_bytes(),
+                 "unclaimed socket queues": self._queued[1]}
+        if self._earlier:
+            parts["earlier processes"] = sum(map(anonymous_bytes, self._earlier))
+        return {kind: found for kind, found in parts.items() if found is not None}
 
     def queued_socket_bytes(self, max_age: float = 0.0) -> int:
         """Bytes queued in the group's network namespace on sockets no group is charged for
@@ -383,6 +422,15 @@ def tree_task_count(root_pid: int) -> int:
         except OSError:   # it ended meanwhile
             pass
     return total
+
+
+def anonymous_bytes(pid: int) -> int:
+    """The anonymous memory a process maps now (``RssAnon`` of its /proc status: its heap,
+    stacks and private mappings, not files or tmpfs); 0 once it is gone."""
+    for line in _read(Path(f"/proc/{pid}/status")).splitlines():
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1]) * 1024
+    return 0
 
 
 def uncharged_socket_bytes(pid: int) -> int:

@@ -148,17 +148,24 @@ class SandboxedKernelManager(AsyncKernelManager):
         files of its tmpfs folders: scratch, /tmp, /dev/shm; the socket queues no group is
         charged for as read at most ``sockets_age`` seconds ago), or its process tree's
         resident set where there is none."""
-        found = (self._group.memory_bytes(sockets_age) if self._group is not None else None)
+        found = self._group.memory_bytes(sockets_age) if self._group is not None else None
         if found is not None:
             return found
         process = getattr(getattr(self, "provisioner", None), "process", None)
         return resources.tree_rss_bytes(process.pid) if process is not None else 0
 
-    def shmem_bytes(self) -> int:
-        """The kernel's files in tmpfs now (part of :meth:`memory_bytes`); 0 without a control
-        group, whose reading counts no files."""
-        found = self._group.shmem_bytes() if self._group is not None else None
-        return found or 0
+    def begin_run(self) -> None:
+        """Take the kernel's processes now as those a leak-check run found
+        (``resources.KernelGroup.begin_run``); nothing without a control group."""
+        if self._group is not None:
+            self._group.begin_run()
+
+    def shared_bytes(self) -> dict[str, int]:
+        """The parts of :meth:`memory_bytes` a fork of the kernel does not own, by kind
+        (``resources.KernelGroup.shared_bytes``: file pages, the kernel's objects, socket
+        queues, the memory of the processes :meth:`begin_run` found); none without a control
+        group."""
+        return self._group.shared_bytes() if self._group is not None else {}
 
     def task_count(self) -> int:
         """Threads running now in the kernel's processes, all of them: its control group's

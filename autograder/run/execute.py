@@ -338,7 +338,8 @@ class GraderExecute(Execute):
         verdict = Judge(self._ask_kernel, fatal=(KernelLost, SlowCell), speed=self._speed,
                         quick=self._ask_quick,
                         memory=LeakBench(self.km.memory_bytes, self.km.memory_method,
-                                         self.km.task_count, self.km.shmem_bytes),
+                                         self.km.task_count, self.km.shared_bytes,
+                                         self.km.begin_run),
                         pipeline=PipelineBench(Path(self.km.connection_file).parent)).run(
             source(cell), self._prelude(), label=cell.metadata.nbgrader.grade_id)
         cell.outputs = verdict_outputs(verdict)

@@ -26,14 +26,24 @@ the test prints). Here the grade rests on what the loop keeps, as a function of 
   reads). The child runs the loop, collects, trims, and waits; the grader reads the group again
   (**kept**), and only then is the child let go and its losses sent back. While the child ran, a
   thread here read the group at random times (exponential gaps, the socket queues no group is
-  charged for as read at most :data:`SOCKETS_AGE_S` before); their 90th percentile is
-  **held**, and a run read fewer than ``tinyprof.memcheck.MIN_READINGS`` times (a machine too
-  busy to give the reader its turns) is run again. Memory that existed before the call stays
+  charged for as read at most :data:`SOCKETS_AGE_S` before); the highest level they stayed at
+  (``tinyprof.memcheck.held_level``) is **held**, and a run read fewer than
+  ``tinyprof.memcheck.MIN_READINGS`` times (a machine too busy to give the reader its turns)
+  is run again. Memory that existed before the call stays
   the parent's: a ballast freed as the leak grows frees nothing, a buffer touched in advance is
-  copied page by page as the loop writes it, and both are charged to the group. Files in
-  tmpfs are the exception, their pages are shared with the fork, not copied: the group's files
-  (``shmem``) count at their most since the run began (:class:`FreedFilesUncredited`), so
-  truncating a file written before the call pays for nothing.
+  copied page by page as the loop writes it, and both are charged to the group. What a fork
+  shares with the kernel instead of copying is the exception: file pages (its tmpfs files,
+  the page cache of files on disk) and the kernel's objects (the bytes queued in its pipes,
+  socket pairs, named pipes and message queues, its files' inodes). Each of those parts of the
+  group (its page cache, tmpfs included; the kernel's memory, ``memory.kmem``; the socket
+  queues no group is charged for) counts at its most since the run began
+  (:class:`FreedSharedUncredited`), so a loop that truncates or drops a file, reads out a
+  pipe or unlinks files the kernel made before the call pays for nothing; the calls that
+  move pages into a pipe uncopied (``splice`` and its kin) are refused in the sandbox
+  (launcher.py). So does the anonymous memory of the processes the group had as the run
+  began (the kernel, and any process an earlier cell started), read from each one's /proc
+  status: a process or thread of the kernel that frees a ballast of its own as the fork's
+  leak grows pays for nothing either.
 - **The grader decides.** Kept and held per step are the differences between the 2N and N
   runs over N, on each seed; each must stay under the tolerance (1 kB a step, the chapter's)
   plus the slack two leak-free runs differ by over N (1.5 MB each), and held under
@@ -56,8 +66,8 @@ after the loop returned and the child settled; the losses. What it cannot: which
 leak grows, looks flat until the ballast outgrows the budget: about 21 MB / 2N, 9 to 18 kB a
 step at the chapter's step counts, can hide that way); what a loop writes in place into the
 pages of a file that existed before the call (a history in a pre-touched file mapped shared: no
-page is copied, none added); work done outside the kernel's group; and a loop that asks whether
-it is being tested and behaves only then. Bytes the loop leaves unread
+page is copied, none added); work done outside the kernel's group; and a loop that asks
+whether it is being tested and behaves only then. Bytes the loop leaves unread
 in the kernel's own buffers are in the reading: Unix sockets and pipes are charged to the group,
 TCP buffers are added from the group's own counter (cgroup v1, resources.py), and the socket
 kinds a kernel does not need (UDP, IPv6, netlink's user protocol, whose queues no group charges:
@@ -89,27 +99,33 @@ from tinyprof.testing.forked import ForkedRun, no_steps
 
 #: Seconds a reading of the socket queues no control group is charged for
 #: (``resources.uncharged_socket_bytes``, 9 ms of CPU) serves the readings taken while a loop
-#: runs (:meth:`FreedFilesUncredited.sampled`; the rest of a reading costs 0.05 ms). Read at
+#: runs (:meth:`FreedSharedUncredited.sampled`; the rest of a reading costs 0.05 ms). Read at
 #: every sample, it held the sampler to one reading in 13 ms, and a short run under load to one
 #: or two, all before the fork: "held 0 B" against the longer run's 15 MB, a false failure.
 SOCKETS_AGE_S = 0.05
 
 
-class FreedFilesUncredited:
-    """The kernel's memory (``read``) with its tmpfs files (``files``, part of it) counted at
-    their most since :meth:`new_run`: a fork shares the pages of the kernel's files, so a run
-    that truncates a file written before it would otherwise pay for its growth with them.
-    ``read(sockets_age=...)`` says how old its reading of the uncharged socket queues may be
-    (:meth:`sampled`)."""
+class FreedSharedUncredited:
+    """The kernel's memory (``read``) with each part a run's fork does not own (``shared``, by
+    kind: file pages, the kernel's objects such as pipe and socket buffers, inodes and message
+    queues, the socket queues no group is charged for, all of which a fork shares with the
+    kernel instead of copying; and the memory of the kernel's earlier processes) counted at its
+    most since :meth:`new_run`: what a run frees of them was the kernel's, and paid for
+    nothing. ``read(sockets_age=...)`` says how old its reading of the uncharged socket queues
+    may be (:meth:`sampled`)."""
 
-    def __init__(self, read: Callable[..., int], files: Callable[[], int]):
-        self.read, self.files = read, files
-        self._most: int | None = None
+    def __init__(self, read: Callable[..., int], shared: Callable[[], dict[str, int]],
+                 begin: Callable[[], None] = lambda: None):
+        self.read, self.shared, self.begin = read, shared, begin
+        self._most: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def new_run(self) -> None:
+        """A run begins: ``begin()`` (the group marks the processes it has now), and nothing
+        is counted at its most any more."""
+        self.begin()
         with self._lock:
-            self._most = None
+            self._most = {}
 
     def __call__(self) -> int:
         return self._counted(self.read())
@@ -120,21 +136,24 @@ class FreedFilesUncredited:
         return self._counted(self.read(sockets_age=SOCKETS_AGE_S))
 
     def _counted(self, total: int) -> int:
-        files = self.files()   # after the total: pages freed in between are counted twice
+        parts = self.shared()   # after the total: what is freed in between is counted twice
         with self._lock:
-            self._most = files if self._most is None else max(self._most, files)
-            return total + self._most - files
+            for kind, now in parts.items():
+                self._most[kind] = max(self._most.get(kind, now), now)
+            return total + sum(self._most[kind] - now for kind, now in parts.items())
 
 
 class LeakBench:
     """Measures ``expect_leak_free`` for one test: ``read`` gives the kernel's memory now,
     ``method`` says how it is read, ``tasks`` counts the threads of all the kernel's processes
-    (None: not counted), ``files`` the part of ``read`` in tmpfs files (None: not counted)."""
+    (None: not counted), ``shared`` the parts of ``read`` a run's fork does not own, by kind
+    (None: none counted), ``begin`` marks the kernel's processes as a run begins."""
 
     def __init__(self, read: Callable[[], int], method: Callable[[], str],
                  tasks: Callable[[], int] | None = None,
-                 files: Callable[[], int] | None = None):
-        self.read = FreedFilesUncredited(read, files or (lambda: 0))
+                 shared: Callable[[], dict[str, int]] | None = None,
+                 begin: Callable[[], None] = lambda: None):
+        self.read = FreedSharedUncredited(read, shared or dict, begin)
         self.method = method
         self.tasks = tasks
 
@@ -163,4 +182,4 @@ class LeakBench:
                 sample=self.read.sampled)
 
 
-__all__ = ["SOCKETS_AGE_S", "FreedFilesUncredited", "LeakBench"]
+__all__ = ["SOCKETS_AGE_S", "FreedSharedUncredited", "LeakBench"]
