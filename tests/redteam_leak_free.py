@@ -1907,11 +1907,12 @@ def train_fixed(steps, seed=0):
 # runs: the page cache of files on a disk (truncated, unlinked, dropped with posix_fadvise,
 # invalidated by O_DIRECT writes), pages moved into pipes uncopied (splice, vmsplice), and
 # anonymous memory that is not the fork's (a helper process's, the kernel's own freed by a
-# thread of the kernel). One more keeps its steps in pipe pages charged to no group. 10 of its
-# 11 held at the first try or after a fix of the cheat's own (a twelfth, a helper freeing by
-# the clock, lost for its timing and is left out). All lose since the page cache, and the
-# memory of the processes a run found, count at their most, and the sandbox refuses splice,
-# vmsplice, tee and sendfile (launcher.py).
+# thread of the kernel). One more keeps its steps in pipe pages charged to no group. Of its 11
+# cheats, 7 held at the first try and 3 more after a fix of the cheat's own; the eleventh, a
+# helper freeing by the clock, lost for its own timing and is left out (a test of it could
+# flip). The ten below lose since the page cache, and the memory of the processes a run found,
+# count at their most, and the sandbox refuses splice, vmsplice, tee and sendfile
+# (launcher.py).
 
 #: The cycle above with the ballast filled first: the first cycle is left for the next
 #: collection.
