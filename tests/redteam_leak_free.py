@@ -134,6 +134,24 @@ class _Refill:
         _Refill()
 '''
 
+#: The pipe ballasts' top-up: every pipe in ``pipes`` filled until it would block, now and at
+#: each collection of the kernel.
+_REFILL_PIPES = '''
+
+def _refill():
+    for _, write in pipes:
+        try:
+            while True:
+                os.write(write, b"\\1" * 4096)
+        except BlockingIOError:
+            pass
+
+''' + _REFILL_CLASS + '''
+
+_refill()
+_Refill()
+'''
+
 
 CHEATS: dict[str, str] = {}
 
@@ -1192,21 +1210,7 @@ for _ in range(340):
     os.set_blocking(_write, False)
     pipes.append((_read, _write))
 kept = []
-
-
-def _refill():
-    for _, write in pipes:
-        try:
-            while True:
-                os.write(write, b"\\1" * 4096)
-        except BlockingIOError:
-            pass
-
-''' + _REFILL_CLASS + '''
-
-_refill()
-_Refill()
-
+''' + _REFILL_PIPES + '''
 
 def pay():
     missing = PIECE
@@ -1564,21 +1568,7 @@ for _ in range(340):
     os.set_blocking(_write, False)
     pipes.append((_read, _write))
 kept, reading = [], []
-
-
-def _refill():
-    for _, write in pipes:
-        try:
-            while True:
-                os.write(write, b"\\1" * 4096)
-        except BlockingIOError:
-            pass
-
-''' + _REFILL_CLASS + '''
-
-_refill()
-_Refill()
-
+''' + _REFILL_PIPES + '''
 
 def pay():
     if not reading:
