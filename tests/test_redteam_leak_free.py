@@ -80,6 +80,12 @@ MISSED: dict[str, str] = {
 }
 #: Honest answers the check punishes, and why (each one an xfail(strict=True)).
 PUNISHED: dict[str, str] = {
+    "thread_pool_normalises_up_front": "now and then (1 of 5 full runs in s15, fresh-clone CI of "
+                                       "1d6d7c5): two calls of 93 steps kept 13.0 MB, one of 186 "
+                                       "steps 10.7 MB, 'grows 2.4 MB from one call to the next', "
+                                       "likely the malloc arenas of the pool's threads, as the "
+                                       "process pool's below; not strict, since it passes most "
+                                       "runs",
     "process_pool_normalises_up_front": "a multiprocessing Pool(2) (chapter 09's) closed and "
                                         "joined in the call keeps about 3 MB a call in the "
                                         "fork (malloc arenas of its handler threads: run "
@@ -157,7 +163,7 @@ def summary(record: dict) -> str:
 
 #: Gaps that sit near the tolerance rather than past what the check reads: a run's noise can
 #: catch them now and then, so their xfail is not strict (a fix still shows as XPASS every time).
-NEAR_THE_LINE = frozenset({"slack_sized_leak"})
+NEAR_THE_LINE = frozenset({"slack_sized_leak", "thread_pool_normalises_up_front"})
 
 
 def _marked(names, reasons: dict[str, str]) -> list:
