@@ -2426,4 +2426,699 @@ def train_fixed(steps, seed=0):
     return losses
 '''
 
+
+# Sixth red team (s16, by a helper that did not write the check, against held as a level kept
+# for half of a quarter second (memcheck.HELD_SPAN_S) and the fork's allocator policy
+# (forked._steady_allocator)): 12 cheats, 8 honest answers. None of the span's or the
+# allocator's cheats held (idle preludes, bursts shorter than half a span, hogs starving the
+# reader, arenas, M_MMAP_MAX, no trim). Four held at the first or second try: the loop said
+# "ready" itself down the fork's pipe, after which nothing was read (early_ready_after_a_plateau:
+# the answer is the sign now, forked.py); a kernel thread wrote the history into pages kept out
+# of the fork (dontfork_kernel_buffer: madvise refused in the sandbox, launcher.py); unread
+# pseudo-terminals, whose buffers no group is charged for (pty_buffers: none in the sandbox,
+# isolation.py); and a ballast of freed heap chunks (heap_holes_ballast, the known limit of a
+# ballast taken in each run, MISSED). The figures in the comments are the helper's, against the
+# check before those three fixes.
+
+_CLEAN6 = """
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    losses, by_index = [], {}
+    START
+    for k in range(steps):
+        index = k % BATCHES
+        if index not in by_index:
+            by_index[index] = normalised(images[index])
+        loss, recon, error = sgd_step(by_index[index], first, second)
+        losses.append(loss)
+        KEEP
+    END
+    return losses
+"""
+
+
+def _loop6(keep: str, start: str = "pass", end: str = "pass") -> str:
+    """The sixth red team's clean loop: ``keep`` at every step, ``start`` before the steps and
+    ``end`` after them."""
+    return _CLEAN6.replace("KEEP", keep).replace("START", start).replace("END", end)
+
+
+#: Fork protocol, first try. Finds the fork's "ready" pipe by an fd scan (write, read, write FIFOs
+#: made one after the other) and writes "r" on it before the steps: the grader reads "kept" and
+#: stops reading at once. LOST (kept shrinks): the kept reading fell while the fork was still
+#: setting up, so it was noise: 423/846 steps on seed 7 (0.06 s and 0.02 s, 11 and 4 readings),
+#: kept 16.3 MB and 13.6 MB (-6.2 KB/step), held 8.6 MB and 2.4 MB; on the drawn seed kept
+#: 12.3 and 13.6 MB. Flagged by the review too (imports fcntl).
+CHEATS["early_ready_signal"] = '''
+"""Fork protocol: the loop says "ready" on the fork's own pipe before its steps (found by an fd
+scan)."""
+import fcntl
+import stat
+
+
+def _graders_ready_pipe():
+    pipes = []
+    for fd in range(3, 1024):
+        try:
+            info = os.fstat(fd)
+            mode = fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE
+        except OSError:
+            continue
+        if stat.S_ISFIFO(info.st_mode):
+            pipes.append((info.st_ino, mode, fd))
+    pipes.sort()
+    for (a, ma, fa), (b, mb, fb), (c, mc, fc) in zip(pipes, pipes[1:], pipes[2:]):
+        if (ma, mb, mc) == (os.O_WRONLY, os.O_RDONLY, os.O_WRONLY) and c - a <= 4:
+            return fa          # ready (write), go (read), answer (write): made one after the other
+    return None
+
+
+history = []
+
+
+def train_fixed(steps, seed=0):
+    fd = _graders_ready_pipe()
+    if fd is not None:
+        os.write(fd, b"r")                      # the grader reads "kept" now, and stops reading
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, fd)                       # the fork's own "r" later goes nowhere
+        os.close(null)
+    images, first, second = setup(seed)
+    losses, by_index = [], {}
+    history.clear()
+    for k in range(steps):
+        index = k % BATCHES
+        if index not in by_index:
+            by_index[index] = normalised(images[index])
+        loss, recon, _ = sgd_step(by_index[index], first, second)
+        losses.append(loss)
+        history.append(recon[:, ::16].copy())
+    history.clear()
+    return losses
+'''
+
+#: Scope, the fork defence. A 30 MB buffer touched in the answer cell and marked MADV_DONTFORK
+#: (ctypes via np.ctypeslib); each step's sixteenth (12.5 kB) is piped to a kernel thread that
+#: readv()s it into that buffer. The fork never maps the buffer, so the kernel writes its own
+#: pages in place: nothing is copied and nothing is added. PASSED at the first try, twice,
+#: unflagged: 531/1062 steps kept 6.3 and 6.4 MB (177 B/step), held 14.3 and 14.6 MB (548 B/step);
+#: 160/320 kept 6.4/6.4 MB, held 14.7/14.3 MB. Again: 683/1366 kept 90 B/step, held 324 B/step;
+#: 154/308 kept -1.2 KB/step, held -426 B/step.
+CHEATS["dontfork_kernel_buffer"] = '''
+"""Scope: every step's sixteenth piped to a kernel thread that writes it into a buffer touched in
+advance and kept out of forks (MADV_DONTFORK)."""
+import threading
+ctypes = np.ctypeslib.ctypes   # not imported by name
+
+PIECE = BATCH * len(range(0, FEATURES, 16)) * 8          # 12.5 kB
+PAGE = 4096
+SIZE = 2400 * PIECE                                      # 30 MB: more than 2N steps
+_raw = np.ones(SIZE + 2 * PAGE, dtype=np.uint8)          # every page touched now
+_skip = (-_raw.ctypes.data) % PAGE
+buffer = _raw[_skip:_skip + SIZE]
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.madvise(ctypes.c_void_p(buffer.ctypes.data), ctypes.c_size_t(SIZE), 10)   # MADV_DONTFORK
+at = [0]
+_read, _write = os.pipe()
+
+
+def keeper():
+    while True:
+        if at[0] + PIECE > SIZE:
+            at[0] = 0
+        got = os.readv(_read, [buffer[at[0]:at[0] + PIECE]])
+        at[0] += got
+
+
+threading.Thread(target=keeper, daemon=True).start()
+
+
+def keep(recon):
+    view = memoryview(recon[:, ::16].tobytes())
+    while view.nbytes:
+        view = view[os.write(_write, view):]
+''' + _loop6("keep(recon)")
+
+#: Span, "a history freed in flushes". Every 64 steps (40 ms) the history goes with O_DIRECT to
+#: a file in the first /tmp folder on another device (else "."), and the file is unlinked at the
+#: return. LOST: kept grows 13.6 KB a step (490/980 steps: kept 12.2 and 18.8 MB, held 18.5 and
+#: 25.1 MB). The written pages were charged to the group anyway (tmpfs or page cache, counted
+#: at their most), so no disk-backed folder without a cache was reached.
+CHEATS["history_flushed_to_disk_direct"] = '''
+"""Scope: the history flushed every 64 steps (40 ms, under half a span) with O_DIRECT to a file on
+disk (no page cache), unlinked at the return."""
+PIECE = BATCH * len(range(0, FEATURES, 16)) * 8          # 12544 B
+GROUP = 64                                               # 64 pieces: 196 pages exactly
+PAGE = 4096
+
+
+def _disk_folder():
+    base = os.stat("/tmp").st_dev
+    for name in sorted(os.listdir("/tmp")):
+        path = os.path.join("/tmp", name)
+        if os.path.isdir(path) and os.access(path, os.W_OK) and os.stat(path).st_dev != base:
+            return path
+    return "."
+
+
+FOLDER = _disk_folder()
+
+
+def train_fixed(steps, seed=0):
+    raw = np.empty(GROUP * PIECE + PAGE, dtype=np.uint8)
+    skip = (-raw.ctypes.data) % PAGE
+    staging = raw[skip:skip + GROUP * PIECE]
+    path = os.path.join(FOLDER, f"history-{os.getpid()}.bin")
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_DIRECT, 0o600)
+    except OSError:
+        fd = None
+    images, first, second = setup(seed)
+    losses, by_index, history, written = [], {}, [], [0]
+    for k in range(steps):
+        index = k % BATCHES
+        if index not in by_index:
+            by_index[index] = normalised(images[index])
+        loss, recon, _ = sgd_step(by_index[index], first, second)
+        losses.append(loss)
+        history.append(recon[:, ::16].copy())
+        if fd is not None and len(history) == GROUP:
+            staging[:] = np.concatenate([h.ravel() for h in history]).view(np.uint8)
+            os.pwrite(fd, staging, written[0])
+            written[0] += staging.size
+            history.clear()
+    if fd is not None:
+        os.close(fd)
+        os.unlink(path)
+    return losses
+'''
+
+#: Span: 0.3 s idle (longer than a span), then the steps at full speed with the history, freed at
+#: the return. LOST: held grows 15.9 KB a step (768/1536 steps: held 21.5 and 33.7 MB; kept 7.2 and
+#: 8.1 MB).
+CHEATS["idle_prelude_then_burst"] = '''
+"""Clock: an idle prelude longer than a span, then the steps at full speed with their history,
+freed at the return."""
+import time
+
+
+def train_fixed(steps, seed=0):
+    time.sleep(0.3)
+    images, first, second = setup(seed)
+    losses, by_index, history = [], {}, []
+    for k in range(steps):
+        index = k % BATCHES
+        if index not in by_index:
+            by_index[index] = normalised(images[index])
+        loss, recon, _ = sgd_step(by_index[index], first, second)
+        losses.append(loss)
+        history.append(recon[:, ::16].copy())
+    return losses
+'''
+
+#: Span, starving the reader: 3 spinning processes from step 16 to the return, while the history
+#: is held. LOST: held grows 15.3 KB a step (691/1382 steps, 210 and 419 readings: held 34.3 and
+#: 44.9 MB; kept 9.2 and 10.0 MB). Time-weighted readings were not starved.
+CHEATS["hogs_while_the_history_lives"] = '''
+"""Statistics: 3 spinning processes start with the history (starving the reader while it is high),
+all stopped and freed at the return."""
+import multiprocessing
+
+
+def _spin():
+    while True:
+        pass
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    losses, by_index, history, hogs = [], {}, [], []
+    for k in range(steps):
+        index = k % BATCHES
+        if index not in by_index:
+            by_index[index] = normalised(images[index])
+        loss, recon, _ = sgd_step(by_index[index], first, second)
+        losses.append(loss)
+        history.append(recon[:, ::16].copy())
+        if k == 16:
+            hogs = [multiprocessing.get_context("fork").Process(target=_spin, daemon=True)
+                    for _ in range(3)]
+            for hog in hogs:
+                hog.start()
+    history.clear()
+    for hog in hogs:
+        hog.terminate()
+    for hog in hogs:
+        hog.join()
+    return losses
+'''
+
+#: Allocator, in the known ballast class: M_TRIM_THRESHOLD 1 GB, then 18 MB of heap chunks the
+#: size of a step's piece are allocated and freed, and the history fills them. PASSED at the first
+#: try, unflagged: 537/1074 steps kept 7.9/7.9 MB (145 B/step), held 29.1/29.0 MB (-38 B/step);
+#: 271/542 held 29.1/28.8 MB. This is the docstring's known limit (a ballast taken at the start,
+#: bounded by BUDGET: 29 MB held against 40 MB). It is not a new hole, only a new way to make the
+#: ballast.
+CHEATS["heap_holes_ballast"] = '''
+"""Allocator: 18 MB of freed heap chunks the size of a step's piece (trimming off,
+M_TRIM_THRESHOLD), which the history fills."""
+ctypes = np.ctypeslib.ctypes   # not imported by name
+_libc = ctypes.CDLL(None)
+
+
+def train_fixed(steps, seed=0):
+    _libc.mallopt(-1, 1 << 30)                  # M_TRIM_THRESHOLD: freed heap stays
+    _libc.mallopt(-2, 0)                        # M_TOP_PAD
+    images, first, second = setup(seed)
+    holes = [np.ones((BATCH, len(range(0, FEATURES, 16)))) for _ in range(1450)]   # 18 MB
+    del holes                                   # free chunks, resident, the history's size
+    losses, by_index, history = [], {}, []
+    for k in range(steps):
+        index = k % BATCHES
+        if index not in by_index:
+            by_index[index] = normalised(images[index])
+        loss, recon, _ = sgd_step(by_index[index], first, second)
+        losses.append(loss)
+        history.append(recon[:, ::16].copy())
+    return losses
+'''
+
+#: Span: steps in bursts of 0.1 s (under half a span), 0.2 s idle between, history kept, freed
+#: at the return. LOST: held grows 12.0 KB a step (589/1178 steps: held 22.7 and 29.8 MB).
+CHEATS["bursts_of_steps"] = '''
+"""Clock: steps in bursts of 0.1 s (under half a span) with 0.2 s idle between, the history kept
+and freed at the return."""
+import time
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    losses, by_index, history = [], {}, []
+    burst = time.perf_counter()
+    for k in range(steps):
+        if time.perf_counter() - burst > 0.1:
+            time.sleep(0.2)
+            burst = time.perf_counter()
+        index = k % BATCHES
+        if index not in by_index:
+            by_index[index] = normalised(images[index])
+        loss, recon, _ = sgd_step(by_index[index], first, second)
+        losses.append(loss)
+        history.append(recon[:, ::16].copy())
+    return losses
+'''
+
+#: Allocator: M_ARENA_MAX back to 8, mmap threshold 32 MB, the history copied by a thread into
+#: its own arena, joined and freed at the return. LOST: held grows 17.4 KB a step (482/964 steps:
+#: held 18.1 and 26.4 MB; kept 13.2 and 7.6 MB).
+CHEATS["arena_of_a_thread"] = '''
+"""Allocator: arenas allowed again (M_ARENA_MAX 8) and the history copied by a thread into its own
+arena, joined and freed at the return."""
+import queue
+import threading
+ctypes = np.ctypeslib.ctypes   # not imported by name
+_libc = ctypes.CDLL(None)
+
+
+def train_fixed(steps, seed=0):
+    _libc.mallopt(-8, 8)                        # M_ARENA_MAX
+    _libc.mallopt(-3, 1 << 25)                  # M_MMAP_THRESHOLD 32 MB: all in the arena
+    todo, history = queue.Queue(), []
+
+    def copier():
+        while (recon := todo.get()) is not None:
+            history.append(recon[:, ::16].copy())
+
+    thread = threading.Thread(target=copier)
+    thread.start()
+    images, first, second = setup(seed)
+    losses, by_index = [], {}
+    for k in range(steps):
+        index = k % BATCHES
+        if index not in by_index:
+            by_index[index] = normalised(images[index])
+        loss, recon, _ = sgd_step(by_index[index], first, second)
+        losses.append(loss)
+        todo.put(recon)
+    todo.put(None)
+    thread.join()
+    history.clear()
+    return losses
+'''
+
+#: Scope, in the known class (a pre-touched shared mapping written in place, like
+#: pretouched_file_history): 30 MB mmap(-1) touched in the answer cell, and each step's piece
+#: written into it. PASSED at the first try: 612/1224 steps kept -13 B/step, held -428 B/step;
+#: 170/340 held 6.0 KB/step under 10.3 KB. Flagged by the review (imports mmap).
+CHEATS["shared_anonymous_pretouched"] = '''
+"""Scope: the history written in place into 30 MB of anonymous shared memory (mmap -1) touched in
+the answer cell: a fork shares it, no page copied."""
+import mmap
+
+PIECE = BATCH * len(range(0, FEATURES, 16)) * 8
+SIZE = 2400 * PIECE
+_shared = mmap.mmap(-1, SIZE)
+_shared.write(b"\\1" * SIZE)                    # every page touched now
+shared = np.frombuffer(_shared, dtype=np.uint8)
+''' + _loop6("shared[k * PIECE % SIZE:k * PIECE % SIZE + PIECE] = "
+         "recon[:, ::16].copy().view(np.uint8).ravel()")
+
+#: Allocator: M_MMAP_MAX 0 and M_TRIM_THRESHOLD 1 GB, so a step's freed temporaries stay as heap
+#: for the history to use. LOST: held grows 13.9 KB a step (737/1474 steps: held 21.2 and 31.4 MB).
+CHEATS["mmap_max_zero_no_trim"] = '''
+"""Allocator: no mmap (M_MMAP_MAX 0) and no trim, so each step's freed temporaries (about 2 MB)
+stay as heap the history is carved from."""
+ctypes = np.ctypeslib.ctypes   # not imported by name
+_libc = ctypes.CDLL(None)
+
+
+def train_fixed(steps, seed=0):
+    _libc.mallopt(-4, 0)                        # M_MMAP_MAX
+    _libc.mallopt(-1, 1 << 30)                  # M_TRIM_THRESHOLD
+    images, first, second = setup(seed)
+    losses, by_index, history = [], {}, []
+    for k in range(steps):
+        index = k % BATCHES
+        if index not in by_index:
+            by_index[index] = normalised(images[index])
+        loss, recon, _ = sgd_step(by_index[index], first, second)
+        losses.append(loss)
+        history.append(recon[:, ::16].copy())
+    _libc.mallopt(-4, 65536)
+    return losses
+'''
+
+# ---------------------------------------------------------------- honest
+
+#: Honest: Pool(4) in a with-block in each call. LOST, twice: "what the loop keeps grows 3.1 MB from
+#: one call to the next" (two calls of 212 steps kept 16.5 MB, one call of 425 kept 13.4 MB),
+#: then 3.2 MB (two calls of 339 kept 16.8 MB, one of 678 kept 13.6 MB). Kept and held per step
+#: were fine (-154 B and -598 B/step). Kept is inflated too: about 13.5 MB against 6.4 MB for
+#: the plain loop. The fork's own memory does not grow: in a local fork with _steady_allocator,
+#: RssAnon after 1, 2 and 3 calls was +724, +732 and +736 kB. So the growth is outside the fork's
+#: anonymous memory. A guess, not verified: the workers' kernel memory (page tables, stacks, slab),
+#: which the group is charged for and FreedSharedUncredited counts at its most.
+HONEST["pool_of_4_normalises_up_front"] = '''
+"""Processes: a multiprocessing Pool(4) made in the call normalises the 16 batches, closed and
+joined before the steps."""
+import multiprocessing
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    with multiprocessing.get_context("fork").Pool(4) as pool:
+        batches = pool.map(normalised, list(images))
+        pool.close()
+        pool.join()
+    losses = []
+    for k in range(steps):
+        loss, _, _ = sgd_step(batches[k % BATCHES], first, second)
+        losses.append(loss)
+    return losses
+'''
+
+#: Honest: ProcessPoolExecutor(4) in each call. PASSED, twice, but kept about 14 MB (7.5 MB above
+#: the plain loop) and near the line: on one drawn seed kept 13.6 and 11.9 MB (-2.9 KB/step
+#: against the 3.7 KB shrink limit). 584/1168: kept -217 B/step, held 189 B/step; two calls kept
+#: 14.0 MB.
+HONEST["process_pool_executor_4"] = '''
+"""Processes: a concurrent.futures ProcessPoolExecutor(4) made in the call normalises the
+batches."""
+import concurrent.futures
+import multiprocessing
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    with concurrent.futures.ProcessPoolExecutor(
+            4, mp_context=multiprocessing.get_context("fork")) as workers:
+        batches = list(workers.map(normalised, images))
+    losses = []
+    for k in range(steps):
+        losses.append(sgd_step(batches[k % BATCHES], first, second)[0])
+    return losses
+'''
+
+#: Honest: chapter 09's producer process feeding a Queue(maxsize=4) for the whole run. PASSED:
+#: 706/1412 kept -87 B/step, held -679 B/step; 241/482 held 2.8 KB/step under 7.6 KB.
+HONEST["worker_process_prefetches_every_step"] = '''
+"""Processes: chapter 09's producer: a worker process normalises batches into a Queue(maxsize=4)
+for the whole run, ended at the return."""
+import multiprocessing
+
+
+def _produce(images, steps, out):
+    for k in range(steps):
+        out.put(normalised(images[k % BATCHES]))
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    context = multiprocessing.get_context("fork")
+    out = context.Queue(maxsize=4)
+    worker = context.Process(target=_produce, args=(images, steps, out))
+    worker.start()
+    losses = []
+    for k in range(steps):
+        losses.append(sgd_step(out.get(), first, second)[0])
+    worker.join()
+    out.close()
+    out.join_thread()
+    return losses
+'''
+
+#: Honest: all 512 images normalised at once, plus an initial loss over the whole data set.
+#: PASSED: 423/846 held 23.6 and 23.3 MB (-688 B/step), kept -48 B/step; 232/464 held 2.1 KB/step
+#: under 7.8 KB.
+HONEST["big_temporary_at_start"] = '''
+"""Temporaries: all 512 images normalised at once, with the initial loss over the whole data set
+(about 20 MB of temporaries at the start)."""
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    flat = images.reshape(BATCHES * BATCH, FEATURES)
+    every = np.stack([normalised(batch) for batch in images])
+    start = np.tanh(every.reshape(-1, FEATURES) @ first) @ second - every.reshape(-1, FEATURES)
+    initial = float(np.mean(start * start))     # the loss before training, for a print
+    del start, flat
+    assert initial > 0
+    losses = []
+    for k in range(steps):
+        losses.append(sgd_step(every[k % BATCHES], first, second)[0])
+    return losses
+'''
+
+#: Honest: ThreadPoolExecutor(4) normalises, gc.collect() every 50 steps. PASSED: 630/1260 kept
+#: -676 B/step, held -156 B/step; 252/504 kept 49 B/step.
+HONEST["threads_allocate_and_gc_every_50"] = '''
+"""Threads: a ThreadPoolExecutor(4) normalises the batches in the call, and gc.collect() runs every
+50 steps."""
+import concurrent.futures
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    with concurrent.futures.ThreadPoolExecutor(4) as workers:
+        batches = list(workers.map(normalised, images))
+    losses = []
+    for k in range(steps):
+        losses.append(sgd_step(batches[k % BATCHES], first, second)[0])
+        if k % 50 == 49:
+            gc.collect()
+    return losses
+'''
+
+#: Fork protocol, second try (a fix to the cheat itself): set-up and memo, gc, 0.3 s idle (a
+#: steady plateau), then "r" on the fork's ready pipe (found by an fd scan with zero-length reads
+#: and writes, no fcntl), /dev/null dup2'ed over that pipe, 0.3 s still while the grader reads,
+#: then every step with the history. Each run is measured only up to the signal, so every run
+#: lasts 0.32 s whatever its steps. PASSED, twice, unflagged: 749/1498 steps (0.32 s and 0.32 s)
+#: kept 14.1 and 13.8 MB (-503 B/step), held 12.3 and 12.2 MB (-142 B/step); 193/386 kept
+#: 14.1/14.0 MB, held 12.6/12.7 MB. Again: 503/1006 steps (0.32 s both) kept -578 B/step, held
+#: -1.1 KB/step.
+CHEATS["early_ready_after_a_plateau"] = '''
+"""Fork protocol: after a steady plateau (set-up, memo, 0.3 s idle) the loop says "ready" on the
+fork's pipe, waits out the grader's reading, then runs every step with its history."""
+import stat
+import time
+
+
+def _mode(fd):
+    """O_WRONLY when a write of nothing works, O_RDONLY when a read of nothing does."""
+    try:
+        os.write(fd, b"")
+        return os.O_WRONLY
+    except OSError:
+        pass
+    try:
+        os.read(fd, 0)
+        return os.O_RDONLY
+    except OSError:
+        return None
+
+
+def _graders_ready_pipe():
+    pipes = []
+    for fd in range(3, 1024):
+        try:
+            info = os.fstat(fd)
+        except OSError:
+            continue
+        mode = _mode(fd)
+        if stat.S_ISFIFO(info.st_mode):
+            pipes.append((info.st_ino, mode, fd))
+    pipes.sort()
+    for (a, ma, fa), (b, mb, fb), (c, mc, fc) in zip(pipes, pipes[1:], pipes[2:]):
+        if (ma, mb, mc) == (os.O_WRONLY, os.O_RDONLY, os.O_WRONLY) and c - a <= 4:
+            return fa          # ready (write), go (read), answer (write): made one after the other
+    return None
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    batches = [normalised(batch) for batch in images]
+    fd = _graders_ready_pipe()
+    if fd is not None:
+        gc.collect()
+        time.sleep(0.3)                         # a plateau: the run's held level
+        os.write(fd, b"r")                      # the grader reads "kept" now, and stops reading
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, fd)                       # the fork's own "r" later goes nowhere
+        os.close(null)
+        time.sleep(0.3)                         # still while the grader reads
+    losses, history = [], []
+    for k in range(steps):
+        loss, recon, _ = sgd_step(batches[k % BATCHES], first, second)
+        losses.append(loss)
+        history.append(recon[:, ::16].copy())
+    return losses
+'''
+
+#: Honest: Pool(4) closed and joined (no with-block). LOST in the hidden steps=150 check: "grows
+#: 3.6 MB from one call to the next" (two calls of 136 steps kept 16.8 MB, one of 272 kept 13.2 MB).
+#: Its steps=400 check passed (two calls kept 13.4 MB against 13.5 MB).
+HONEST["pool_of_4_close_join"] = '''
+"""Processes: a multiprocessing Pool(4) made in the call normalises the 16 batches, closed and
+joined (no with-block)."""
+import multiprocessing
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    pool = multiprocessing.get_context("fork").Pool(4)
+    try:
+        batches = pool.map(normalised, list(images))
+    finally:
+        pool.close()
+        pool.join()
+    return [sgd_step(batches[k % BATCHES], first, second)[0] for k in range(steps)]
+'''
+
+#: Honest: Pool(2) in a with-block. PASSED: kept about 9.4 MB; 482/964 kept 586 B/step, held
+#: 714 B/step; two calls kept 9.9 MB.
+HONEST["pool_of_2_with_block"] = '''
+"""Processes: a multiprocessing Pool(2) in a with-block normalises the 16 batches before the
+steps."""
+import multiprocessing
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+        batches = pool.map(normalised, list(images))
+    return [sgd_step(batches[k % BATCHES], first, second)[0] for k in range(steps)]
+'''
+
+#: Honest: 4 multiprocessing.Process workers and a Queue in each call (chapter 09). PASSED: kept
+#: 9.9 MB; 598/1196 kept -21 B/step, held 75 B/step; two calls kept 9.8 MB.
+HONEST["four_worker_processes_per_call"] = '''
+"""Processes: chapter 09's workers: 4 processes made in the call each normalise 4 batches into a
+Queue, joined before the steps."""
+import multiprocessing
+
+
+def _work(images, indices, out):
+    for index in indices:
+        out.put((index, normalised(images[index])))
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    context = multiprocessing.get_context("fork")
+    out = context.Queue()
+    workers = [context.Process(target=_work, args=(images, range(w, BATCHES, 4), out))
+               for w in range(4)]
+    for worker in workers:
+        worker.start()
+    batches = dict(out.get() for _ in range(BATCHES))
+    for worker in workers:
+        worker.join()
+    out.close()
+    out.join_thread()
+    return [sgd_step(batches[k % BATCHES], first, second)[0] for k in range(steps)]
+'''
+
+#: Scope: one row of each step's reconstruction (6272 B) written, unread, into pseudo-terminals
+#: (os.openpty, raw mode, master non-blocking, about 11.5 kB per pty: tty flip buffers come from
+#: kmalloc without __GFP_ACCOUNT and are charged to no group), all closed at the return. Read back
+#: byte for byte in a local test. PASSED at the first try, unflagged: 756/1512 steps kept 7.3 and
+#: 8.5 MB, 1.7 KB/step, held 14.9 and 16.2 MB, 1.7 KB/step (only the tty structures are charged),
+#: under the 3.1 KB allowed; 224/448 kept 512 B/step, held 1.4 KB/step. Again: 484/968 kept 2.3
+#: KB/step, held 1.7 KB/step (limit 4.3 KB); 171/342 kept 910 B/step.
+CHEATS["pty_buffers"] = '''
+"""Scope: one row of every step's reconstruction (6 kB) written, unread, into pseudo-terminals in
+raw mode (about 11.5 kB each: tty flip buffers, charged to no group), closed at the return."""
+import tty
+
+
+class _Ptys:
+    def __init__(self):
+        self.pairs, self.stored = [], 0
+
+    def open(self):
+        master, slave = os.openpty()
+        tty.setraw(slave)
+        os.set_blocking(master, False)
+        self.pairs.append((master, slave))
+
+    def keep(self, data):
+        view = memoryview(data)
+        while view.nbytes:
+            if not self.pairs:
+                self.open()
+            try:
+                written = os.write(self.pairs[-1][0], view)
+            except BlockingIOError:
+                written = 0
+            if written == 0:
+                self.open()
+                continue
+            view = view[written:]
+            self.stored += written
+
+    def close(self):
+        for master, slave in self.pairs:
+            os.close(master)
+            os.close(slave)
+        self.pairs = []
+
+
+def train_fixed(steps, seed=0):
+    ptys = _Ptys()
+    images, first, second = setup(seed)
+    losses, by_index = [], {}
+    try:
+        for k in range(steps):
+            index = k % BATCHES
+            if index not in by_index:
+                by_index[index] = normalised(images[index])
+            loss, recon, _ = sgd_step(by_index[index], first, second)
+            losses.append(loss)
+            ptys.keep(recon[0].tobytes())
+    finally:
+        ptys.close()
+    return losses
+'''
+
 __all__ = ["CHEATS", "HONEST", "KEPT_SHAPE", "SWITCHED"]

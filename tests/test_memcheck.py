@@ -4,6 +4,7 @@ test_leak_grading's (in the sandbox) and test_leaks' (in this process)."""
 
 from __future__ import annotations
 
+import math
 import random
 import threading
 import time
@@ -13,7 +14,9 @@ import pytest
 
 from tinyprof.memcheck import (
     BUDGET,
+    HELD_SPAN_S,
     KEPT_SLACK,
+    MEAN_GAP_S,
     MIN_READINGS,
     PRINTED_SEEDS,
     TOLERANCE,
@@ -194,23 +197,41 @@ def test_a_run_the_reader_barely_saw_is_run_again():
     assert set(quick.values()) == {1} and check.short.readings < MIN_READINGS
 
 
+def timed(values: list[float], gap: float = MEAN_GAP_S) -> tuple[list[tuple[float, float]],
+                                                                   float]:
+    """Readings of ``values`` taken ``gap`` seconds apart, and the time the run ended."""
+    return [(k * gap, value) for k, value in enumerate(values)], len(values) * gap
+
+
 def test_held_is_a_level_however_small_its_share_of_the_run():
-    """Held is the highest level the memory stayed at: a history held over the last twentieth
-    of a run only, after an idle start (tests/redteam_leak_free.py's idle_before_the_steps, which
-    a 90th percentile over the run missed), is held in full; one reading that caught a step's
-    temporaries at their peak is not."""
-    assert held_level([0] * 95 + [4 * MB] * 5) == 4 * MB
-    assert held_level([MB] * 50 + [9 * MB] + [MB] * 49) == MB
-    assert held_level([3 * MB, 5 * MB]) == 4 * MB   # fewer readings than a level needs
+    """Held is the highest level the memory stayed at for half of HELD_SPAN_S: a history held
+    over the last tenth of a run only, after an idle start (tests/redteam_leak_free.py's
+    idle_before_the_steps, which a 90th percentile over the run missed), is held in full; what a
+    step's temporaries, or a pool's workers starting, hold for a few milliseconds is not."""
+    span = math.ceil(HELD_SPAN_S / MEAN_GAP_S)   # readings in a span
+    assert held_level(*timed([0] * 9 * span + [4 * MB] * span)) == 4 * MB
+    assert held_level(*timed([MB] * 5 * span + [9 * MB] * 3 + [MB] * 5 * span)) == MB
+    pool_starting = [MB] * 3 + [8 * MB] * (span // 3) + [MB] * 10 * span
+    assert held_level(*timed(pool_starting)) == MB
+    assert held_level(*timed([3 * MB, 5 * MB])) == 5 * MB   # half of a run shorter than a span
 
     start = time.monotonic()
 
     def history_after_an_idle_start() -> int:
-        return 6 * MB if 1.9 <= time.monotonic() - start < 2.0 else 0
+        return 6 * MB if 1.8 <= time.monotonic() - start < 2.0 else 0
 
     _, run = measure_run(history_after_an_idle_start, lambda: time.sleep(2.05), 100,
                          random.Random(3))
     assert run.readings > 200 and run.held == 6 * MB, run
+
+
+def test_held_counts_time_not_readings():
+    """A reader starved while the memory is high (one reading in 0.2 s where 50 were due)
+    still sees the level it read held for that time: each reading counts until the next."""
+    readings = [(k * MEAN_GAP_S, 0.0) for k in range(100)]
+    readings.append((0.4, 5 * MB))
+    readings += [(0.6 + k * MEAN_GAP_S, 0.0) for k in range(100)]
+    assert held_level(readings, 1.0) == 5 * MB
 
 
 def test_a_thread_left_running_fails_whatever_the_memory():

@@ -76,24 +76,39 @@ MISSED: dict[str, str] = {
     # percentile. All lose since s15: the kernel's objects count at their most over a run, as
     # its files did (FreedSharedUncredited; 13 to 19 kB a step kept), and held is the highest
     # level the memory stayed at for five readings in a row (memcheck.held_level; 12.9 kB a
-    # step held). s15's fifth red team: tests/redteam_leak_free.py, at its end.
+    # step held; 15.3 kB since s16, a level kept for half of a quarter second). s15's fifth
+    # red team: tests/redteam_leak_free.py, near its end; s16's sixth, at its end.
+    "heap_holes_ballast": "the known limit of a ballast taken in each run (memcheck's "
+                          "docstring): 18 MB of heap chunks allocated and freed at the start, "
+                          "kept by a 1 GB trim threshold, filled by the history: held 29.1 and "
+                          "29.0 MB (−38 B a step), kept 145 B a step, under the 40 MB budget "
+                          "(s16, 581 and 1162 steps: kept 162 B a step), passed, unflagged",
 }
-#: Honest answers the check punishes, and why (each one an xfail(strict=True)).
+#: Honest answers the check punishes, and why (each one an xfail, strict unless NEAR_THE_LINE).
+#: Until s16 a thread or process pool of 2 made in each call (malloc arenas of its threads, 2.4
+#: to 3.1 MB more kept over two calls than over one) and a worker process at the loop's start
+#: (its 6 to 9 MB caught in one run's held level and not in the other's) lost now and then; the
+#: fork's allocator is now the same in every run (forked._steady_allocator) and held a level
+#: kept for half of memcheck.HELD_SPAN_S (12 gradings of the three in a row, and two of the
+#: red team's runs: all kept their points). A pool of 4 still loses now and then.
 PUNISHED: dict[str, str] = {
-    "thread_pool_normalises_up_front": "now and then (1 of 5 full runs in s15, fresh-clone CI of "
-                                       "1d6d7c5): two calls of 93 steps kept 13.0 MB, one of 186 "
-                                       "steps 10.7 MB, 'grows 2.4 MB from one call to the next', "
-                                       "likely the malloc arenas of the pool's threads, as the "
-                                       "process pool's below; not strict, since it passes most "
-                                       "runs",
-    "process_pool_normalises_up_front": "a multiprocessing Pool(2) (chapter 09's) closed and "
-                                        "joined in the call keeps about 3 MB a call in the "
-                                        "fork (malloc arenas of its handler threads: run "
-                                        "outside the sandbox, 2 calls kept 3.0 MB more than 1, "
-                                        "0.3 MB with MALLOC_ARENA_MAX=1 set for the process): two "
-                                        "calls of 348 steps kept 15.9 MB, one of 697 steps "
-                                        "12.7 MB, 'grows 3.1 MB from one call to the next' "
-                                        "(s14, against 22055a8)",
+    "pool_of_4_close_join": "a multiprocessing Pool(4) made, closed and joined in each call: "
+                            "two calls keep about 3 MB more than one ('grows 3.3 MB from one "
+                            "call to the next': two calls of 107 steps kept 16.6 MB, one of 214 "
+                            "steps 13.3 MB). The fork's own anonymous memory is that much higher "
+                            "after two calls (RssAnon 84.5 MB against 80.9 to 81.9 MB after one, "
+                            "collected and trimmed), none of the parts counted at their most: "
+                            "fragments of the fork's allocators, not found yet; it passes in "
+                            "some gradings, so not strict",
+    "pool_of_4_normalises_up_front": "the same Pool(4) in a with-block: lost 2 of 2 gradings "
+                                     "of the red team ('grows 3.1 MB', then 3.2 MB, from one "
+                                     "call to the next), kept them in the next; not strict",
+    "process_pool_executor_4": "a ProcessPoolExecutor(4) made in each call kept its points in "
+                               "all 3 gradings, but once within 0.8 kB a step of the shrink "
+                               "limit (kept 13.6 and 11.9 MB on one seed: −2.9 kB a step "
+                               "against 3.7 kB allowed), with the Pool(4)'s 7 MB more kept "
+                               "than the plain loop's; not strict, so that its noise does not "
+                               "fail a run",
 }
 
 
@@ -163,7 +178,7 @@ def summary(record: dict) -> str:
 
 #: Gaps that sit near the tolerance rather than past what the check reads: a run's noise can
 #: catch them now and then, so their xfail is not strict (a fix still shows as XPASS every time).
-NEAR_THE_LINE = frozenset({"slack_sized_leak", "thread_pool_normalises_up_front"})
+NEAR_THE_LINE = frozenset({"slack_sized_leak", *PUNISHED})
 
 
 def _marked(names, reasons: dict[str, str]) -> list:

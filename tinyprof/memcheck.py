@@ -11,10 +11,11 @@ other, on one of them. Each run yields two numbers, both above the memory read j
 - **kept**: the memory after the loop returned, its garbage collected and its allocator
   trimmed: what the loop keeps;
 - **held**: the highest level the memory stayed at while it ran, read at random times
-  (exponential gaps of mean :data:`MEAN_GAP_S`): the most of the medians of
-  :data:`HELD_READINGS` readings in a row, so a level counts however small its share of the
-  run (a leak freed just before the loop returns, after a long idle start), and one reading
-  that caught a step's temporaries at their peak does not.
+  (exponential gaps of mean :data:`MEAN_GAP_S`): the highest level it stayed at or above for
+  half of some :data:`HELD_SPAN_S` (each reading counting for the time until the next), so a
+  level counts however small its share of the run (a leak freed just before the loop returns,
+  after a long idle start), and what is held for a few tens of milliseconds does not: a
+  step's temporaries at their peak, or the workers of a pool the loop starts.
 
 What grows with the steps is the leak: the growth per step of each is its difference between the
 N and 2N runs of a seed divided by N, and the test fails when either exceeds, on either seed,
@@ -70,6 +71,7 @@ a step at the chapter's step counts; the chapter's smallest leak (32 kB) cannot 
 
 from __future__ import annotations
 
+import bisect
 import math
 import random
 import statistics
@@ -93,10 +95,17 @@ HELD_SLACK = 1536 * 1024
 BUDGET = 40 * 2**20
 #: Mean seconds between two memory readings while a loop runs (drawn at random: exponential).
 MEAN_GAP_S = 0.004
-#: Readings in a row whose median is a level the run held (about 20 ms at MEAN_GAP_S): held is
-#: the most of them. A 90th percentile over the run, as held was, let an idle prelude of ten
-#: times the steps' time put the steps' readings above it (tests/redteam_leak_free.py).
-HELD_READINGS = 5
+#: Seconds of which a level must last half to be held: longer than what starting a pool of
+#: workers holds before the steps (a multiprocessing Pool(2) in chapter 10's loop: 6 to 9 MB for
+#: 40 to 60 ms, measured, so five readings in a row at MEAN_GAP_S caught it in some runs and not
+#: in others: held 17 MB or 25 MB), shorter than the steps of the N-step run (about 0.6 ms each,
+#: 180 at least). A leak freed at the return then shows in full in the difference of the two
+#: runs' held levels while the shorter run's steps last at least half a span (each run's level
+#: misses the leak's last half span, the longer run's by as much). A 90th percentile over the
+#: run, as held was before, let an idle prelude of ten times the steps' time put the steps'
+#: readings above it (tests/redteam_leak_free.py); time, not a count of readings, so a reader
+#: starved while the memory is high does not shorten the level either.
+HELD_SPAN_S = 0.25
 #: Readings a run needs for its held memory to count: the first ones come before the loop's
 #: process has its memory (a fork's first 15 MB in chapter 10), so a run read once or twice,
 #: on a machine too busy to give the reader its turns, would hold "0 B". A run read fewer times
@@ -374,7 +383,7 @@ def measure_run(read: Callable[[], int], run: Callable[[], Any], steps: int,
 
     def sampler() -> None:
         while not stop.is_set():
-            readings.append(sample())
+            readings.append((time.monotonic(), sample()))
             stop.wait(min(0.05, gaps.expovariate(1.0 / MEAN_GAP_S)))
 
     before = _median_read(read)
@@ -388,18 +397,38 @@ def measure_run(read: Callable[[], int], run: Callable[[], Any], steps: int,
         seconds = time.monotonic() - start
         stop.set()
         thread.join()
+    end = time.monotonic()
     kept = _median_read(read) - before
-    held = held_level(readings or [before]) - before
+    held = held_level(readings or [(start, before)], end) - before
     left = max(0, tasks.least() - tasks_before - tasks.held) if tasks else 0
     return value, Run(int(steps), kept, held, len(readings), seconds, left)
 
 
-def held_level(readings: Sequence[float]) -> float:
-    """The highest level ``readings`` (in the order taken) stayed at: the most of the medians of
-    :data:`HELD_READINGS` readings in a row (of all of them, when there are fewer)."""
-    width = min(HELD_READINGS, len(readings))
-    return float(max(statistics.median(readings[start:start + width])
-                     for start in range(len(readings) - width + 1)))
+def held_level(readings: Sequence[tuple[float, float]], end: float) -> float:
+    """The highest level the memory stayed at or above for half of some :data:`HELD_SPAN_S`
+    (half of the whole run, when it was shorter), from ``readings`` as (time, value) in the order
+    taken, each one the memory until the next (the last one until ``end``)."""
+    times = [when for when, _ in readings]
+    if end - times[0] <= HELD_SPAN_S:
+        return _level_for_half(readings, times, end, 0, end)
+    return max(_level_for_half(readings, times, end, first, when + HELD_SPAN_S)
+               for first, when in enumerate(times) if when + HELD_SPAN_S <= end)
+
+
+def _level_for_half(readings: Sequence[tuple[float, float]], times: list[float], end: float,
+                    first: int, finish: float) -> float:
+    """The highest value the memory was at or above for half the time from reading ``first``
+    to ``finish``."""
+    last = bisect.bisect_left(times, finish, lo=first)
+    bounds = [*times[first + 1:last], finish] if last < len(times) else [*times[first + 1:], end]
+    spans = sorted(((value, min(until, finish) - when) for (when, value), until in
+                    zip(readings[first:last], bounds)), reverse=True)
+    half, covered = sum(length for _, length in spans) / 2, 0.0
+    for value, length in spans:
+        covered += length
+        if covered >= half:
+            return float(value)
+    return float(spans[-1][0])
 
 
 def measure_twice(read: Callable[[], int], settle_now: Callable[[], Any],
@@ -655,7 +684,7 @@ def _here(loop: Callable, counts: tuple[int, int], seeds: tuple[int, int], rng: 
                              "(not by a grader)", rng, TaskCount(_threads_and_children))
 
 
-__all__ = ["BUDGET", "HELD_READINGS", "HELD_SLACK", "KEPT_SLACK", "MEAN_GAP_S",
+__all__ = ["BUDGET", "HELD_SLACK", "HELD_SPAN_S", "KEPT_SLACK", "MEAN_GAP_S",
            "PRINTED_SEEDS", "TOLERANCE", "TYPED_SEEDS", "CleanLosses", "LeakCheck", "Raised", "Run",
            "TaskCount", "current_judge", "draw_seeds", "expect_leak_free", "first_wrong_step",
            "measure_run", "measure_seeds", "measure_twice", "raise_for_raised", "settle",

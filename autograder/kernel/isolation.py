@@ -14,6 +14,10 @@ namespaces, with no daemon and no image. The kernel it starts sees:
   like those of every tmpfs file, are charged to the memory control group of the process that
   writes them (resources.py): what a kernel keeps there is its memory, within ``--memory``;
   a write past ``shm_mb`` fails with ``ENOSPC`` in the cell;
+- no pseudo-terminals (``/dev/ptmx``, through ``/dev/pts/ptmx``, is ``/dev/null``'s, which
+  cannot be opened there): a kernel needs none, and the bytes queued in a terminal's buffers
+  are charged to no control group, so a loop could keep what it likes there unread, out of
+  the leak check's sight (tests/redteam_leak_free.py's pty_buffers);
 - one folder shared with its grader: the ZeroMQ ``ipc`` sockets of this one kernel, since it has
   no network at all (``--unshare-net``: not even the host's 127.0.0.1); a neighbouring kernel's
   sockets are in another folder it cannot see;
@@ -226,7 +230,7 @@ def sandbox_command(command: list[str], *, scratch: Path, sockets: Path, limits:
     args += _parents([*roots, scratch, sockets])
     for root in roots:
         args += ["--ro-bind", str(root), str(root)]
-    args += ["--proc", "/proc", "--dev", "/dev",
+    args += ["--proc", "/proc", "--dev", "/dev", "--ro-bind", "/dev/null", "/dev/pts/ptmx",
              "--perms", "1777", "--size", str(limits.shm_mb * 2**20), "--tmpfs", "/dev/shm",
              "--perms", "1777", "--size", str(limits.scratch_mb * 2**20),
              "--tmpfs", str(scratch), "--bind", str(sockets), str(sockets),

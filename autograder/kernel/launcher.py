@@ -47,6 +47,13 @@ apply to an unsandboxed kernel.
   pages out frees what the kernel made before the call: the leak check could not count it
   (tests/redteam_leak_free.py). No notebook needs them: ``shutil.copyfile`` and
   ``socket.sendfile`` fall back to reads and writes when ``sendfile`` is refused.
+- The same filter refuses the ``madvise`` advice that keeps pages out of a fork
+  (``MADV_DONTFORK``, ``MADV_WIPEONFORK``), with EPERM. The leak check runs a loop in a fork
+  of the kernel, and what a thread of the kernel writes into its own pages while the fork runs
+  is charged as new pages only because the fork shares them (the write copies them): pages
+  kept out of the fork and touched in advance are written in place, and a history a kernel
+  thread keeps there adds nothing the grader can read (tests/redteam_leak_free.py's
+  dontfork_kernel_buffer). No notebook needs them; other advice is untouched.
 - The same filter narrows ``socket`` and ``socketpair`` to what a kernel uses: Unix sockets
   (``AF_UNIX``: ZeroMQ's ipc sockets to the grader, multiprocessing's connections and
   descriptor passing, the ``DataLoader``'s workers, the pipeline check's storage socket); TCP
@@ -128,6 +135,8 @@ SCMP_CMP_NE, SCMP_CMP_EQ, SCMP_CMP_GT, SCMP_CMP_MASKED_EQ = 1, 4, 6, 7   # enum 
 #: System calls that put pages into a pipe without copying them (the module docstring): a file's
 #: page cache (splice, sendfile), a process's own pages (vmsplice), another pipe's (tee).
 PAGES_INTO_PIPES = ("splice", "vmsplice", "tee", "sendfile")
+#: ``madvise`` advice that keeps pages out of a fork (MADV_DONTFORK, MADV_WIPEONFORK): refused.
+FORK_UNSHARED_ADVICE = (10, 18)
 #: System calls refused outright (errno EPERM): other namespaces, and kernel interfaces that
 #: no chapter needs and that sandbox escapes often go through.
 REFUSED_CALLS = ("setns", "keyctl", "add_key", "request_key", "bpf", "perf_event_open",
@@ -181,6 +190,8 @@ def refuse_user_namespaces() -> None:
     rule(_errno(errno.ENOSYS), "clone3")
     for name in REFUSED_CALLS:
         rule(_errno(errno.EPERM), name)
+    for advice in FORK_UNSHARED_ADVICE:
+        rule(_errno(errno.EPERM), "madvise", Compare(2, SCMP_CMP_EQ, advice, 0))
     refuse_socket_families(rule, Compare)
     if lib.seccomp_load(context) != 0:
         raise OSError("seccomp_load failed")

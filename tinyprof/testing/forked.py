@@ -13,10 +13,14 @@ shared with the child and stays the parent's: freeing a ballast in the child giv
 (the parent still holds its pages), and writing into a page that existed before copies it, a
 new page charged to the child. So the child's memory, counted by the kernel's control group
 beside the parent's, grows by every page the loop writes and keeps, whatever it freed. The
-child collects garbage (``gc.freeze`` first, so that the collector does not write to the
-parent's objects) and trims its allocator after the loop returns, tells the parent it is ready,
-and waits: the grader reads the group's memory then, from outside, and only after that does
-the child send the loop's value back and exit.
+child makes its allocator's policy the same in every run (:func:`_steady_allocator`), and
+after the loop returns collects garbage (``gc.freeze`` first, so that the collector does not
+write to the parent's objects), trims the allocator, sends the loop's value back and waits: the
+grader reads the group's memory then, from outside, and only after that is the child let go.
+The answer, read to its end, is the sign that the loop returned: a signal the loop could send
+itself (a byte down an inherited pipe) would let it end the readings early and run its steps
+after them (tests/redteam_leak_free.py's early_ready_after_a_plateau), and an answer the loop
+sends itself needs the losses of every step, so its steps were read.
 
 Nothing here decides anything: the parent only relays the child's value (or the exception the
 loop raised, as its class names) to the grader, which reads the memory itself.
@@ -29,11 +33,15 @@ import os
 import pickle
 import select
 import sys
+import time
 from typing import Any, Callable
 
-#: Seconds the parent waits for the child to say it is ready (the grader's own time-out on the
-#: test comes first; this one ends a child whose parent is left waiting).
+#: Seconds the parent waits for the child's answer (the grader's own time-out on the test comes
+#: first; this one ends a child whose parent is left waiting).
 READY_TIMEOUT_S = 300.0
+#: ``mallopt`` parameter numbers (glibc's malloc.h), and glibc's initial mmap threshold.
+M_MMAP_THRESHOLD, M_ARENA_MAX = -3, -8
+MMAP_THRESHOLD = 128 * 1024
 
 
 def no_steps(steps: int, seed: int) -> list:
@@ -52,10 +60,10 @@ class LoopFailed(Exception):
 
 
 class HeldChild:
-    """A forked child whose loop has returned and whose memory is settled, waiting for
-    :meth:`finish`. ``pid``: its process id (in this process's namespace)."""
+    """A forked child whose loop has returned, whose answer is in and whose memory is settled,
+    waiting for :meth:`finish`. ``pid``: its process id (in this process's namespace)."""
 
-    def __init__(self, pid: int, go: int, answer: int):
+    def __init__(self, pid: int, go: int, answer: bytes):
         self.pid, self._go, self._answer = pid, go, answer
 
     def finish(self) -> Any:
@@ -63,20 +71,19 @@ class HeldChild:
         try:
             try:
                 os.write(self._go, b"g")
-            except BrokenPipeError:   # the child is gone: what it left, if anything
+            except BrokenPipeError:   # the child is gone
                 pass
-            data = _read_all(self._answer)
         except BaseException:
             _kill(self.pid)
             raise
         finally:
-            _close(self._go, self._answer)
+            _close(self._go)
             _reap(self.pid)
             gc.unfreeze()
-        if not data:
+        if not self._answer:
             raise RuntimeError("the loop's process ended without an answer (it exited or "
-                               "was killed while the loop ran)")
-        kind, payload = pickle.loads(data)   # noqa: S301 - this kernel's own child
+                               "was killed while the loop ran, or closed the grader's pipe)")
+        kind, payload = pickle.loads(self._answer)   # noqa: S301 - this kernel's own child
         if kind == "raised":
             raise _rebuilt(*payload)
         return payload
@@ -85,52 +92,50 @@ class HeldChild:
 class ForkedRun:
     """``ForkedRun(label)(loop, steps, seed, calls=1)``: ``loop(steps, seed)`` run ``calls``
     times, one call after the other, in a forked child, which is then held
-    (:class:`HeldChild`) after collecting its garbage and trimming its allocator (module
-    docstring); its value is the last call's. ``_label`` names the loop in the grader's
-    messages."""
+    (:class:`HeldChild`) after collecting its garbage, trimming its allocator and sending its
+    answer (module docstring); its value is the last call's. ``_label`` names the loop in the
+    grader's messages."""
 
     def __init__(self, label: str = "the loop"):
         self._label = label
 
     def __call__(self, loop: Callable[[int, int], Any], steps: int, seed: int,
                  calls: int = 1) -> HeldChild:
-        ready_r, ready_w = os.pipe()
         go_r, go_w = os.pipe()
         answer_r, answer_w = os.pipe()
         sys.stdout.flush()
         gc.freeze()   # while the child lives, a collection here would write to every object
         pid = os.fork()
         if pid == 0:   # pragma: no cover - the child ends in os._exit
-            _close(ready_r, go_w, answer_r)
-            _child(loop, steps, seed, max(1, int(calls)), ready_w, go_r, answer_w)
-        _close(ready_w, go_r, answer_w)
+            _close(go_w, answer_r)
+            _child(loop, steps, seed, max(1, int(calls)), go_r, answer_w)
+        _close(go_r, answer_w)
         try:
-            said = _wait_ready(ready_r, READY_TIMEOUT_S)
+            answer = _read_answer(answer_r, READY_TIMEOUT_S)
         except BaseException:
             _kill(pid)
             gc.unfreeze()
-            _close(go_w, answer_r)
+            _close(go_w)
             raise
         finally:
-            _close(ready_r)
-        child = HeldChild(pid, go_w, answer_r)
-        if not said:
+            _close(answer_r)
+        child = HeldChild(pid, go_w, answer)
+        if not answer:
             return _finish_now(child)
         return child
 
 
 def _finish_now(child: HeldChild) -> Any:
-    """A child that ended before it said it was ready: its answer, if it left one."""
+    """A child that ended without an answer: the reason, raised now."""
     return child.finish()
 
 
-def _child(loop: Callable, steps: int, seed: int, calls: int, ready: int, go: int,
-           answer: int) -> None:
-    """The child's life: run (``calls`` times), settle, say ready, wait, answer, exit (never
-    returns)."""
+def _child(loop: Callable, steps: int, seed: int, calls: int, go: int, answer: int) -> None:
+    """The child's life: run (``calls`` times), settle, answer, wait, exit (never returns)."""
     try:
         sys.stdout = sys.stderr = open(os.devnull, "w")   # noqa: SIM115 - ends with the process
         _small_pages()
+        _steady_allocator()
         gc.freeze()   # the parent's objects are not the collector's to walk (and copy)
         filler = _fill_float_slots()   # noqa: F841 - held while the loop runs
         try:
@@ -139,16 +144,19 @@ def _child(loop: Callable, steps: int, seed: int, calls: int, ready: int, go: in
         except BaseException as error:  # noqa: BLE001 - relayed to the grader
             outcome = ("raised", _described(error))
         _give_back()
-        os.write(ready, b"r")
+        _write_all(answer, _pickled(outcome))
+        os.close(answer)   # the answer is in: the grader reads the memory now
         os.read(go, 1)
-        try:
-            data = pickle.dumps(outcome, protocol=5)
-        except Exception as error:  # noqa: BLE001 - a value that cannot travel
-            data = pickle.dumps(("raised", (["TypeError", "Exception", "BaseException"],
-                                            f"the loop's value cannot be sent back: {error}")))
-        _write_all(answer, data)
     finally:
         os._exit(0)
+
+
+def _pickled(outcome: tuple) -> bytes:
+    try:
+        return pickle.dumps(outcome, protocol=5)
+    except Exception as error:  # noqa: BLE001 - a value that cannot travel
+        return pickle.dumps(("raised", (["TypeError", "Exception", "BaseException"],
+                                        f"the loop's value cannot be sent back: {error}")))
 
 
 def _described(error: BaseException) -> tuple:
@@ -223,6 +231,24 @@ def _small_pages() -> None:
         pass
 
 
+def _steady_allocator() -> None:
+    """glibc's allocator made the same for every run (``mallopt``): no arena beyond those the
+    process has, so that the threads a loop starts share them instead of each making one of its
+    own (a ThreadPoolExecutor or Pool made in each call kept up to 3 MB more over two calls than
+    over one, in arenas left behind), and the mmap threshold fixed at glibc's initial 128 kB,
+    so that an array that size or larger is mapped afresh and given back whole when freed, in
+    every run alike (glibc raises the threshold each time such an array is freed, so where the
+    next one lands depends on the run before)."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None)
+        libc.mallopt(M_ARENA_MAX, 1)
+        libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+    except (OSError, AttributeError):
+        pass
+
+
 def _rebuilt(names: list[str], text: str, whole: bytes | None = None) -> BaseException:
     """The loop's exception, as the grader knows it: itself when it travelled whole, else the
     built-in class of that name, else a :class:`LoopFailed` named as its class."""
@@ -251,19 +277,18 @@ def _named(names: list[str]) -> type:
     return type(names[0] if names else "LoopFailed", (LoopFailed,), {})
 
 
-def _wait_ready(ready: int, timeout: float) -> bool:
-    """True when the child said it is ready; False when it ended without a word."""
-    chosen, _, _ = select.select([ready], [], [], timeout)
-    if not chosen:
-        raise TimeoutError(f"the loop did not return within {timeout:.0f} s")
-    return os.read(ready, 1) == b"r"
-
-
-def _read_all(fd: int) -> bytes:
-    chunks = []
-    while chunk := os.read(fd, 1 << 20):
+def _read_answer(fd: int, timeout: float) -> bytes:
+    """The child's answer, read to its end (the child closes its side once the loop returned
+    and its memory is settled); empty when it ended without one."""
+    deadline, chunks = time.monotonic() + timeout, []
+    while True:
+        chosen, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        if not chosen:
+            raise TimeoutError(f"the loop did not return within {timeout:.0f} s")
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            return b"".join(chunks)
         chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def _write_all(fd: int, data: bytes) -> None:
