@@ -27,6 +27,7 @@ from tinyprof.memcheck import (
     Run,
     TaskCount,
     draw_seeds,
+    held_alike,
     held_level,
     measure_run,
     measure_twice,
@@ -223,6 +224,21 @@ def test_held_is_a_level_however_small_its_share_of_the_run():
     _, run = measure_run(history_after_an_idle_start, lambda: time.sleep(2.05), 100,
                          random.Random(3))
     assert run.readings > 200 and run.held == 6 * MB, run
+
+
+def test_the_two_runs_of_a_seed_read_held_over_one_span():
+    """An honest loop's N run shorter than a span (150 steps: 0.15 s, the fork's first pages
+    and the trim after the loop a third of it) and its 2N run (0.3 s) hold the same level once
+    both are read over half the shorter run; read apart, the short run held 2 MB less."""
+    def honest(seconds: float) -> Run:
+        values = [0.0] * 5 + [8 * MB] * 5 + [16 * MB] * round(seconds / MEAN_GAP_S - 20) + [
+            4 * MB] * 10
+        trace, end = timed(values)
+        return Run(150, 0.0, held_level(trace, end), len(values), end, 0, tuple(trace), end)
+
+    short, long = honest(0.15), honest(0.3)
+    assert short.held < long.held == 16 * MB   # the short one read as a whole
+    assert [run.held for run in held_alike(short, long)] == [16 * MB, 16 * MB]
 
 
 def test_held_counts_time_not_readings():

@@ -91,7 +91,19 @@ MISSED: dict[str, str] = {
 #: fork's allocator is now the same in every run (forked._steady_allocator) and held a level
 #: kept for half of memcheck.HELD_SPAN_S (12 gradings of the three in a row, and two of the
 #: red team's runs: all kept their points). A pool of 4 still loses now and then.
+#: Processes started as the loop begins and joined before its steps hold their memory for a
+#: while (a Pool(2): 6 to 9 MB for 40 to 60 ms here); on a busy machine longer than half of
+#: memcheck.HELD_SPAN_S in one run and not in the other: held 17.4 and 24.0 MB (722 and 1444
+#: steps) beside stress-ng --cpu 1, 'grows 9.2 KB a step' (s16).
+_STARTS_PROCESSES = ("processes started at the loop's start hold their memory for longer than "
+                     "half a span on a busy machine, in one run and not the other (a Pool(2): "
+                     "held 17.4 and 24.0 MB over 722 and 1444 steps beside stress-ng --cpu 1); "
+                     "not strict: it keeps its points when the machine is quiet")
 PUNISHED: dict[str, str] = {
+    "process_pool_normalises_up_front": _STARTS_PROCESSES,
+    "pool_of_2_with_block": _STARTS_PROCESSES,
+    "four_worker_processes_per_call": _STARTS_PROCESSES,
+    "worker_process_normalises_through_a_queue": _STARTS_PROCESSES,
     "pool_of_4_close_join": "a multiprocessing Pool(4) made, closed and joined in each call: "
                             "two calls keep about 3 MB more than one ('grows 3.3 MB from one "
                             "call to the next': two calls of 107 steps kept 16.6 MB, one of 214 "

@@ -98,8 +98,9 @@ MEAN_GAP_S = 0.004
 #: Seconds of which a level must last half to be held: longer than what starting a pool of
 #: workers holds before the steps (a multiprocessing Pool(2) in chapter 10's loop: 6 to 9 MB for
 #: 40 to 60 ms, measured, so five readings in a row at MEAN_GAP_S caught it in some runs and not
-#: in others: held 17 MB or 25 MB), shorter than the steps of the N-step run (about 0.6 ms each,
-#: 180 at least). A leak freed at the return then shows in full in the difference of the two
+#: in others: held 17 MB or 25 MB; longer on a busy machine), shorter than the steps of the
+#: N-step run (about 0.6 ms each, 180 at least; the two runs of a seed share the span,
+#: :func:`held_alike`). A leak freed at the return then shows in full in the difference of the two
 #: runs' held levels while the shorter run's steps last at least half a span (each run's level
 #: misses the leak's last half span, the longer run's by as much). A 90th percentile over the
 #: run, as held was before, let an idle prelude of ten times the steps' time put the steps'
@@ -162,6 +163,10 @@ class Run:
     readings: int
     seconds: float
     left: int = 0
+    #: The readings as (time, bytes above the reading before), and when the run ended: held
+    #: is read from them again over the span of the other run of its pair (:func:`held_alike`).
+    trace: tuple[tuple[float, float], ...] = ()
+    ended: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -399,20 +404,33 @@ def measure_run(read: Callable[[], int], run: Callable[[], Any], steps: int,
         thread.join()
     end = time.monotonic()
     kept = _median_read(read) - before
-    held = held_level(readings or [(start, before)], end) - before
+    trace = tuple((when, found - before) for when, found in readings or [(start, before)])
     left = max(0, tasks.least() - tasks_before - tasks.held) if tasks else 0
-    return value, Run(int(steps), kept, held, len(readings), seconds, left)
+    return value, Run(int(steps), kept, held_level(trace, end), len(readings), seconds, left,
+                      trace, end)
 
 
-def held_level(readings: Sequence[tuple[float, float]], end: float) -> float:
-    """The highest level the memory stayed at or above for half of some :data:`HELD_SPAN_S`
-    (half of the whole run, when it was shorter), from ``readings`` as (time, value) in the order
-    taken, each one the memory until the next (the last one until ``end``)."""
+def held_level(readings: Sequence[tuple[float, float]], end: float,
+               span: float = HELD_SPAN_S) -> float:
+    """The highest level the memory stayed at or above for half of some ``span`` (half of the
+    whole run, when it was shorter), from ``readings`` as (time, value) in the order taken,
+    each one the memory until the next (the last one until ``end``)."""
     times = [when for when, _ in readings]
-    if end - times[0] <= HELD_SPAN_S:
-        return _level_for_half(readings, times, end, 0, end)
-    return max(_level_for_half(readings, times, end, first, when + HELD_SPAN_S)
-               for first, when in enumerate(times) if when + HELD_SPAN_S <= end)
+    span = max(min(span, end - times[0]), 1e-9)
+    return max(_level_for_half(readings, times, end, first, when + span)
+               for first, when in enumerate(times) if when + span <= end)
+
+
+def held_alike(short: Run, long: Run) -> tuple[Run, Run]:
+    """The N and 2N runs of a seed with held read over one span: :data:`HELD_SPAN_S`, or half
+    the shorter run when that is less. A run shorter than a span read as a whole would hold
+    its start and its end (the fork's first pages, the trim after the loop) at a share the
+    longer run's span does not: an honest loop's 150 steps held 2 MB less than its 300."""
+    if not (short.trace and long.trace):
+        return short, long
+    span = min(HELD_SPAN_S, *((run.ended - run.trace[0][0]) / 2 for run in (short, long)))
+    return tuple(replace(run, held=held_level(run.trace, run.ended, span))
+                 for run in (short, long))
 
 
 def _level_for_half(readings: Sequence[tuple[float, float]], times: list[float], end: float,
@@ -441,7 +459,7 @@ def measure_twice(read: Callable[[], int], settle_now: Callable[[], Any],
     n, twice = step_counts(steps, rng)
     values, runs = _measure(read, settle_now, {n: lambda: start(n), twice: lambda: start(twice)},
                             finish, rng)
-    return values, LeakCheck(runs[n], runs[twice], method)
+    return values, LeakCheck(*held_alike(runs[n], runs[twice]), method)
 
 
 def measure_seeds(read: Callable[[], int], settle_now: Callable[[], Any],
@@ -463,6 +481,8 @@ def measure_seeds(read: Callable[[], int], settle_now: Callable[[], Any],
             for seed in (typed, drawn) for count in (n, twice)}
     plan[half, again] = lambda: start(half, again, 2)
     values, runs = _measure(read, settle_now, plan, finish, rng, tasks, sample)
+    for seed in seeds:
+        runs[n, seed], runs[twice, seed] = held_alike(runs[n, seed], runs[twice, seed])
     return values, LeakCheck(runs[n, typed], runs[twice, typed], method,
                              other=runs[n, drawn], other_long=runs[twice, drawn],
                              seeds=(typed, drawn), repeated=runs[half, again],
@@ -687,5 +707,5 @@ def _here(loop: Callable, counts: tuple[int, int], seeds: tuple[int, int], rng: 
 __all__ = ["BUDGET", "HELD_SLACK", "HELD_SPAN_S", "KEPT_SLACK", "MEAN_GAP_S",
            "PRINTED_SEEDS", "TOLERANCE", "TYPED_SEEDS", "CleanLosses", "LeakCheck", "Raised", "Run",
            "TaskCount", "current_judge", "draw_seeds", "expect_leak_free", "first_wrong_step",
-           "measure_run", "measure_seeds", "measure_twice", "raise_for_raised", "settle",
-           "step_counts"]
+           "held_alike", "held_level", "measure_run", "measure_seeds", "measure_twice",
+           "raise_for_raised", "settle", "step_counts"]
