@@ -82,7 +82,8 @@ MISSED: dict[str, str] = {
                           "docstring): 18 MB of heap chunks allocated and freed at the start, "
                           "kept by a 1 GB trim threshold, filled by the history: held 29.1 and "
                           "29.0 MB (−38 B a step), kept 145 B a step, under the 40 MB budget "
-                          "(s16, 581 and 1162 steps: kept 162 B a step), passed, unflagged",
+                          "(s16, 581 and 1162 steps: kept 162 B a step), passed, unflagged; "
+                          "lost once in CI (held 4.4 kB a step against 3.3), so not strict",
 }
 #: Honest answers the check punishes, and why (each one an xfail, strict unless NEAR_THE_LINE).
 #: Until s16 a thread or process pool of 2 made in each call (malloc arenas of its threads, 2.4
@@ -190,7 +191,7 @@ def summary(record: dict) -> str:
 
 #: Gaps that sit near the tolerance rather than past what the check reads: a run's noise can
 #: catch them now and then, so their xfail is not strict (a fix still shows as XPASS every time).
-NEAR_THE_LINE = frozenset({"slack_sized_leak", *PUNISHED})
+NEAR_THE_LINE = frozenset({"slack_sized_leak", "heap_holes_ballast", *PUNISHED})
 
 
 def _marked(names, reasons: dict[str, str]) -> list:
