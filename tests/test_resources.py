@@ -177,7 +177,9 @@ def test_shared_memory_freed_during_a_run_is_not_credited(kind):
         assert kind in group.shared_bytes(), group.shared_bytes()
         before = group.shared_bytes()[kind]
         ask("write")
-        assert group.shared_bytes()[kind] - before >= 8 << 20
+        # 7 MB, not 8: the controller charges and counts kernel memory a batch of pages per
+        # CPU at a time (the CI of f5df7b4 read the pipes' 8 MB as 8 MB less 8 kB)
+        assert group.shared_bytes()[kind] - before >= 7 << 20
         reading = FreedSharedUncredited(group.memory_bytes, group.shared_bytes, group.begin_run)
         reading.new_run()
         written, usage = reading(), group.memory_bytes()
