@@ -91,37 +91,32 @@ MISSED: dict[str, str] = {
 #: (its 6 to 9 MB caught in one run's held level and not in the other's) lost now and then; the
 #: fork's allocator is now the same in every run (forked._steady_allocator) and held a level
 #: kept for half of memcheck.HELD_SPAN_S (12 gradings of the three in a row, and two of the
-#: red team's runs: all kept their points). A pool of 4 still loses now and then.
-#: Processes started as the loop begins and joined before its steps hold their memory for a
-#: while (a Pool(2): 6 to 9 MB for 40 to 60 ms here); on a busy machine longer than half of
-#: memcheck.HELD_SPAN_S in one run and not in the other: held 17.4 and 24.0 MB (722 and 1444
-#: steps) beside stress-ng --cpu 1, 'grows 9.2 KB a step' (s16).
+#: red team's runs: all kept their points). Until s17 a pool of 4 made in each call kept about
+#: 3 MB more over two calls than over one: its threads took arenas the kernel's own threads had
+#: made (14 in a sandboxed kernel), which a fork cannot take away and whose top a trim keeps;
+#: the sandbox now starts the kernel with one (MALLOC_ARENA_MAX=1, kernel/isolation.py), and two
+#: calls keep what one does (Pool(4) 10.4 against 10.2 MB, ProcessPoolExecutor(4) 10.7 against
+#: 10.6 to 10.8 MB, s17).
+#: What still fails them: processes started as the loop begins and joined before its steps
+#: hold their memory for a while (a Pool(2): 6 to 9 MB for 40 to 60 ms here); on a busy machine
+#: longer than half a span in one run and not in the other: held 17.4 and 24.0 MB (722 and
+#: 1444 steps) beside stress-ng --cpu 1, 'grows 9.2 KB a step' (s16). Most in the hidden
+#: check's short runs, whose span is shortest (memcheck.held_alike): in one run of this file at
+#: two workers (s17), 4 of the 7 loops that start processes lost there, at 167 to 284 steps
+#: (held 3.1 and 4.8 MB more over N steps than over 2N, or growing 14.5 and 18.8 KB a step).
 _STARTS_PROCESSES = ("processes started at the loop's start hold their memory for longer than "
                      "half a span on a busy machine, in one run and not the other (a Pool(2): "
-                     "held 17.4 and 24.0 MB over 722 and 1444 steps beside stress-ng --cpu 1); "
-                     "not strict: it keeps its points when the machine is quiet")
+                     "held 17.4 and 24.0 MB over 722 and 1444 steps beside stress-ng --cpu 1; "
+                     "in the hidden check's short runs, 3.1 to 4.8 MB apart at 167 to 284 "
+                     "steps); not strict: it keeps its points when the machine is quiet")
 PUNISHED: dict[str, str] = {
     "process_pool_normalises_up_front": _STARTS_PROCESSES,
     "pool_of_2_with_block": _STARTS_PROCESSES,
     "four_worker_processes_per_call": _STARTS_PROCESSES,
     "worker_process_normalises_through_a_queue": _STARTS_PROCESSES,
-    "pool_of_4_close_join": "a multiprocessing Pool(4) made, closed and joined in each call: "
-                            "two calls keep about 3 MB more than one ('grows 3.3 MB from one "
-                            "call to the next': two calls of 107 steps kept 16.6 MB, one of 214 "
-                            "steps 13.3 MB). The fork's own anonymous memory is that much higher "
-                            "after two calls (RssAnon 84.5 MB against 80.9 to 81.9 MB after one, "
-                            "collected and trimmed), none of the parts counted at their most: "
-                            "fragments of the fork's allocators, not found yet; it passes in "
-                            "some gradings, so not strict",
-    "pool_of_4_normalises_up_front": "the same Pool(4) in a with-block: lost 2 of 2 gradings "
-                                     "of the red team ('grows 3.1 MB', then 3.2 MB, from one "
-                                     "call to the next), kept them in the next; not strict",
-    "process_pool_executor_4": "a ProcessPoolExecutor(4) made in each call kept its points in "
-                               "all 3 gradings, but once within 0.8 kB a step of the shrink "
-                               "limit (kept 13.6 and 11.9 MB on one seed: −2.9 kB a step "
-                               "against 3.7 kB allowed), with the Pool(4)'s 7 MB more kept "
-                               "than the plain loop's; not strict, so that its noise does not "
-                               "fail a run",
+    "pool_of_4_close_join": _STARTS_PROCESSES,
+    "pool_of_4_normalises_up_front": _STARTS_PROCESSES,
+    "process_pool_executor_4": _STARTS_PROCESSES,
 }
 
 
@@ -263,8 +258,12 @@ def test_a_switched_cheat_leaks_on_a_students_machine(name):
 
 
 def test_the_instructors_page_counts_the_known_gaps():
-    """book/instructors.md says how many of the red team's cheats keep the points: the count
-    of MISSED, out of every cheat here."""
+    """book/instructors.md says how many of the red team's cheats keep the points (the count
+    of MISSED, out of every cheat here) and how many honest loops lose them (PUNISHED)."""
     page = " ".join((SOLUTIONS.parent / "book" / "instructors.md").read_text().split())
-    said = f"keeps {len(MISSED)} of its {len(CHEATS)} cheats as known gaps"
-    assert said in page, f"book/instructors.md should say '{said}'"
+    words = {7: "Seven"}
+    for said in (f"keeps {len(MISSED)} of its {len(CHEATS)} cheats as known gaps",
+                 f"Of its {len(HONEST)} honest loops",
+                 f"{len(HONEST) - len(PUNISHED)} keep their points in every run",
+                 f"{words.get(len(PUNISHED), len(PUNISHED))} are known defects"):
+        assert said in page, f"book/instructors.md should say '{said}'"

@@ -232,13 +232,16 @@ def _small_pages() -> None:
 
 
 def _steady_allocator() -> None:
-    """glibc's allocator made the same for every run (``mallopt``): no arena beyond those the
-    process has, so that the threads a loop starts share them instead of each making one of its
-    own (a ThreadPoolExecutor or Pool made in each call kept up to 3 MB more over two calls than
-    over one, in arenas left behind), and the mmap threshold fixed at glibc's initial 128 kB,
-    so that an array that size or larger is mapped afresh and given back whole when freed, in
-    every run alike (glibc raises the threshold each time such an array is freed, so where the
-    next one lands depends on the run before)."""
+    """glibc's allocator made the same for every run (``mallopt``): the mmap threshold fixed
+    at glibc's initial 128 kB, so that an array that size or larger is mapped afresh and given
+    back whole when freed, in every run alike (glibc raises the threshold each time such an
+    array is freed, so where the next one lands depends on the run before); and no arena beyond
+    the first, which holds only in a process no second thread has allocated in yet (glibc fixes
+    the number of arenas then). A kernel's threads have, so the grader's sandbox starts the
+    kernel with one arena (``MALLOC_ARENA_MAX``, autograder/kernel/isolation.py): the threads a
+    loop starts here then allocate where ``malloc_trim`` gives memory back, not in an arena of
+    the kernel's whose top it keeps (a Pool(4) made in each call kept 2.8 MB more over two
+    calls than over one)."""
     import ctypes
 
     try:
