@@ -117,6 +117,10 @@ PUNISHED: dict[str, str] = {
     "pool_of_4_close_join": _STARTS_PROCESSES,
     "pool_of_4_normalises_up_front": _STARTS_PROCESSES,
     "process_pool_executor_4": _STARTS_PROCESSES,
+    "gc_every_20_steps": "lost once in a fresh-clone CI (of ddc773e) at 154 and 308 steps, the "
+                         "shortest runs the hidden check draws: held 14.4 and 18.3 MB ('grows "
+                         "25.5 KB a step'), where its runs of 662 and 1324 steps held 18.6 and "
+                         "18.3 MB; kept its points in every other run on record; not strict",
 }
 
 
@@ -261,7 +265,7 @@ def test_the_instructors_page_counts_the_known_gaps():
     """book/instructors.md says how many of the red team's cheats keep the points (the count
     of MISSED, out of every cheat here) and how many honest loops lose them (PUNISHED)."""
     page = " ".join((SOLUTIONS.parent / "book" / "instructors.md").read_text().split())
-    words = {7: "Seven"}
+    words = {7: "Seven", 8: "Eight", 9: "Nine"}
     for said in (f"keeps {len(MISSED)} of its {len(CHEATS)} cheats as known gaps",
                  f"Of its {len(HONEST)} honest loops",
                  f"{len(HONEST) - len(PUNISHED)} keep their points in every run",
