@@ -251,8 +251,8 @@ class KernelGroup:
         and ``unclaimed socket queues`` (as :meth:`memory_bytes` last read them), which a fork
         shares with its parent instead of copying, and ``earlier processes``, the anonymous
         memory of the processes :meth:`begin_run` found. What a run frees of them is not its
-        own: the leak check counts each at its most over a run (memory_check.py). Only the
-        kinds this group counts."""
+        own: the leak check counts each at no less than it was as the run began
+        (memory_check.py). Only the kinds this group counts."""
         parts = {"files": self.file_bytes(), "kernel objects": self.kernel_object_bytes(),
                  "unclaimed socket queues": self._queued[1]}
         if self._earlier:
