@@ -3122,3 +3122,572 @@ def train_fixed(steps, seed=0):
 '''
 
 __all__ = ["CHEATS", "HONEST", "KEPT_SHAPE", "SWITCHED"]
+
+
+# Seventh red team (s18, against held over any window and SHORTER_RUN_SHARE = 0.75)
+#
+# By a helper that did not write the check. A level now counts if it lasts half of
+# min(HELD_SPAN_S, 0.75 x the shorter run): 3/8 of the short run, or 125 ms. Each cheat keeps
+# a history that grows step by step for a part of the run whose length is tied to the run's own
+# step count, short enough (in the 2N run too) to stay under half of that span, and frees it
+# before the return; or pads the run (idle, slow steps) so that the span reaches its cap.
+# Figures in the comments are the helper's.
+
+#: Share: 12.5 kB a step over the last sixth. PASSED (held), unflagged: 506/1012 held 14.1/14.9 MB,
+#: 1.5 KB/step, kept 1.0 KB/step (allowed 4.1 KB); 232/464 held 2.5 KB/step (allowed 7.8 KB). In
+#: the slack class (slack_sized_leak): seen in full it grows 12.5 kB / 6 = 2.1 kB a step, under
+#: the allowance at every N the test draws; not a gap of the span.
+CHEATS["tail_sixth_of_the_steps"] = '''
+"""Span share: a history of each step's piece (12.5 kB) kept over the last sixth of the steps
+only, freed at the return (the 2N run's tail lasts a third of the N run's steps, under 3/8)."""
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    losses, by_index, history = [], {}, []
+    tail = steps - steps // 6
+    for k in range(steps):
+        index = k % BATCHES
+        if index not in by_index:
+            by_index[index] = normalised(images[index])
+        loss, recon, _ = sgd_step(by_index[index], first, second)
+        losses.append(loss)
+        if k >= tail:
+            history.append(recon[:, ::16].copy())
+    return losses
+'''
+
+#: Share, the 0.5 baseline: 12.5 kB a step over the last tenth. PASSED (held): 502/1004 held
+#: 155 B/step (allowed 4.2 KB); 277/554 held 946 B/step (allowed 6.7 KB). Slack class as above
+#: (1.25 kB a step in full).
+CHEATS["tail_tenth_of_the_steps"] = '''
+"""Span share: a history of each step's piece kept over the last tenth of the steps only,
+freed at the return (under a quarter of the short run in the 2N run too: 0.5 let it by as well)."""
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    losses, by_index, history = [], {}, []
+    tail = steps - steps // 10
+    for k in range(steps):
+        index = k % BATCHES
+        if index not in by_index:
+            by_index[index] = normalised(images[index])
+        loss, recon, _ = sgd_step(by_index[index], first, second)
+        losses.append(loss)
+        if k >= tail:
+            history.append(recon[:, ::16].copy())
+    return losses
+'''
+
+#: Share: 200 kB a step over the last sixth, at most 120 steps. LOST: on the drawn seed
+#: 523/1046 held 14.1 and 31.1 MB, 32.5 KB/step (allowed 4.0 KB): 200 kB copies slow the steps
+#: in the sandbox, the tail outlasts half a span.
+CHEATS["tail_sixth_whole_reconstructions"] = '''
+"""Span share: every step's whole reconstruction (200 kB) kept over the last sixth of the steps
+(at most 120), freed at the return: up to 20 MB at the hidden step counts."""
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    losses, by_index, history = [], {}, []
+    tail = steps - min(steps // 6, 120)
+    for k in range(steps):
+        index = k % BATCHES
+        if index not in by_index:
+            by_index[index] = normalised(images[index])
+        loss, recon, _ = sgd_step(by_index[index], first, second)
+        losses.append(loss)
+        if k >= tail:
+            history.append(recon.copy())
+    return losses
+'''
+
+#: Padding: PASSED (held): 746/1492 held -412 B/step (allowed 3.1 KB); 216/432 held
+#: 1.4 KB/step (allowed 8.3 KB). Slack class: in full (150 steps at most, 12.5 kB) 4.2 kB a step
+#: at the hidden counts, under their 6.2 to 11.5 kB.
+CHEATS["slow_head_fast_tail"] = '''
+"""Padding: the first two thirds of the steps slowed by a 1 ms sleep each (the run, so the span,
+grows), the last third (at most 150) at full speed with the history, freed at the return."""
+import time
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    losses, by_index, history = [], {}, []
+    tail = steps - min(steps // 3, 150)
+    for k in range(steps):
+        if k < tail:
+            time.sleep(0.001)
+        index = k % BATCHES
+        if index not in by_index:
+            by_index[index] = normalised(images[index])
+        loss, recon, _ = sgd_step(by_index[index], first, second)
+        losses.append(loss)
+        if k >= tail:
+            history.append(recon[:, ::16].copy())
+    return losses
+'''
+
+#: Padding: PASSED (held): 744/1488 held 2.1 KB/step (allowed 3.1 KB); 235/470 held
+#: 1.0 KB/step (allowed 7.7 KB). Slack class, as slow_head_fast_tail.
+CHEATS["idle_prelude_scaled_then_tail_third"] = '''
+"""Padding: an idle prelude of 2 ms a step (the span at its cap), then the steps, the last third
+of them (at most 150) with the history, freed at the return."""
+import time
+
+
+def train_fixed(steps, seed=0):
+    time.sleep(0.002 * steps)
+    images, first, second = setup(seed)
+    losses, by_index, history = [], {}, []
+    tail = steps - min(steps // 3, 150)
+    for k in range(steps):
+        index = k % BATCHES
+        if index not in by_index:
+            by_index[index] = normalised(images[index])
+        loss, recon, _ = sgd_step(by_index[index], first, second)
+        losses.append(loss)
+        if k >= tail:
+            history.append(recon[:, ::16].copy())
+    return losses
+'''
+
+#: Clock at the end: PASSED (held): 537/1074 held 313 B/step (allowed 4.0 KB); 260/520
+#: held 2.2 KB/step (allowed 7.1 KB). Slack class, as slow_head_fast_tail.
+CHEATS["tail_third_then_idle_to_the_end"] = '''
+"""Clock, at the run's end: the last third of the steps (at most 150) with the history, freed,
+then idle for twice the time the steps took (windows ending at the end see only idle)."""
+import time
+
+
+def train_fixed(steps, seed=0):
+    started = time.perf_counter()
+    images, first, second = setup(seed)
+    losses, by_index, history = [], {}, []
+    tail = steps - min(steps // 3, 150)
+    for k in range(steps):
+        index = k % BATCHES
+        if index not in by_index:
+            by_index[index] = normalised(images[index])
+        loss, recon, _ = sgd_step(by_index[index], first, second)
+        losses.append(loss)
+        if k >= tail:
+            history.append(recon[:, ::16].copy())
+    history.clear()
+    time.sleep(2 * (time.perf_counter() - started))
+    return losses
+'''
+
+#: Sawtooth: PASSED (held): 700/1400 held 1.9 KB/step (allowed 3.3 KB); 155/310 held
+#: 6.8 KB/step (allowed 11.2 KB): mostly seen. Slack class (a tooth is 1.7 kB a step in full).
+CHEATS["three_teeth_of_two_fifths"] = '''
+"""Sawtooth: the steps in three equal parts, the history kept over the first two fifths of each
+part and freed at its end (a duty under half, each tooth growing with the steps)."""
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    losses, by_index, history = [], {}, []
+    part = max(1, steps // 3)
+    for k in range(steps):
+        index = k % BATCHES
+        if index not in by_index:
+            by_index[index] = normalised(images[index])
+        loss, recon, _ = sgd_step(by_index[index], first, second)
+        losses.append(loss)
+        if k % part < 2 * part // 5:
+            history.append(recon[:, ::16].copy())
+        else:
+            history.clear()
+    return losses
+'''
+
+#: Window positions: PASSED (held): 617/1234 held 1.7 KB/step (allowed 3.6 KB); 209/418
+#: held 2.5 KB/step (allowed 8.5 KB). Slack class (2.1 kB a step in full).
+CHEATS["middle_sixth_hump"] = '''
+"""Window positions: the history kept over the sixth of the steps in the middle of the run,
+freed after it, the rest leak-free."""
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    losses, by_index, history = [], {}, []
+    begin, end = 5 * steps // 12, 7 * steps // 12
+    for k in range(steps):
+        index = k % BATCHES
+        if index not in by_index:
+            by_index[index] = normalised(images[index])
+        loss, recon, _ = sgd_step(by_index[index], first, second)
+        losses.append(loss)
+        if begin <= k < end:
+            history.append(recon[:, ::16].copy())
+        elif k == end:
+            history.clear()
+    return losses
+'''
+
+#: Window positions: PASSED (held): 664/1328 held 2.0 KB/step (allowed 3.4 KB); 194/388
+#: held 1.4 KB/step (allowed 9.1 KB). Slack class (2.1 kB a step in full).
+CHEATS["head_sixth_then_freed"] = '''
+"""Window positions: the history kept over the first sixth of the steps, freed, then the rest
+leak-free (a window starting at the run's first reading)."""
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    losses, by_index, history = [], {}, []
+    for k in range(steps):
+        index = k % BATCHES
+        if index not in by_index:
+            by_index[index] = normalised(images[index])
+        loss, recon, _ = sgd_step(by_index[index], first, second)
+        losses.append(loss)
+        if k < steps // 6:
+            history.append(recon[:, ::16].copy())
+        elif k == steps // 6:
+            history.clear()
+    return losses
+'''
+
+#: Threads: PASSED (held): 610/1220 held 2.6 KB/step (allowed 3.6 KB); 220/440 held
+#: 19 B/step (allowed 8.2 KB). Slack class (2.1 kB a step in full).
+CHEATS["thread_holds_the_tail"] = '''
+"""Threads: a thread started for the last sixth of the steps keeps a copy of each step's piece
+it is handed, stopped, joined and freed at the return."""
+import queue
+import threading
+
+
+def _keeper(inbox, kept):
+    while (item := inbox.get()) is not None:
+        kept.append(item)
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    losses, by_index, kept = [], {}, []
+    inbox, keeper = queue.SimpleQueue(), None
+    tail = steps - steps // 6
+    for k in range(steps):
+        index = k % BATCHES
+        if index not in by_index:
+            by_index[index] = normalised(images[index])
+        loss, recon, _ = sgd_step(by_index[index], first, second)
+        losses.append(loss)
+        if k == tail:
+            keeper = threading.Thread(target=_keeper, args=(inbox, kept))
+            keeper.start()
+        if k >= tail:
+            inbox.put(recon[:, ::16].copy())
+    if keeper is not None:
+        inbox.put(None)
+        keeper.join()
+    kept.clear()
+    return losses
+'''
+
+#: Processes: LOST: on the drawn seed 602/1204 held 14.6 and 22.2 MB, 12.6 KB/step
+#: (allowed 3.6 KB): the child's pages and the pipe slow the tail past half a span.
+CHEATS["child_process_holds_the_tail"] = '''
+"""Processes: a forked child started for the last sixth of the steps is sent each step's piece
+down a pipe and keeps it, told to stop and joined at the return."""
+import multiprocessing
+
+
+def _hold(conn):
+    kept = []
+    while (item := conn.recv_bytes()) != b"stop":
+        kept.append(item)
+    conn.close()
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    losses, by_index = [], {}
+    context = multiprocessing.get_context("fork")
+    ours, child, theirs = None, None, None
+    tail = steps - steps // 6
+    for k in range(steps):
+        index = k % BATCHES
+        if index not in by_index:
+            by_index[index] = normalised(images[index])
+        loss, recon, _ = sgd_step(by_index[index], first, second)
+        losses.append(loss)
+        if k == tail:
+            ours, theirs = context.Pipe()
+            child = context.Process(target=_hold, args=(theirs,))
+            child.start()
+            theirs.close()
+        if k >= tail:
+            ours.send_bytes(recon[:, ::16].tobytes())
+    if child is not None:
+        ours.send_bytes(b"stop")
+        child.join()
+        ours.close()
+    return losses
+'''
+
+# ---------------------------------------------------------------- honest (s18)
+
+#: Honest: LOST (punished) in the one honest run: on the drawn seed 236/472 held 20.9 and
+#: 16.8 MB, 'held 4.1 MB more after 236 steps than after 472' (shrink); the pool's life (about
+#: 4 MB for some 80 ms) near 3/8 of a 0.22 s run, counted in one run of the pair and not the
+#: other. 680/1360 held -554 B/step, kept -283 B/step. That was the grader before the reader's
+#: priority and the workers' kernel memory counted while it lasts; with them it kept its points
+#: in a pass beside a CPU hog and the whole red team; it starts processes, so it is marked with
+#: the others that do (PUNISHED).
+HONEST["pool_of_3_imap_chunks"] = '''
+"""Processes: a multiprocessing Pool(3) in a with-block normalises the 16 batches with imap in
+chunks of 2 before the steps."""
+import multiprocessing
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    with multiprocessing.get_context("fork").Pool(3) as pool:
+        batches = list(pool.imap(normalised, list(images), chunksize=2))
+    losses = []
+    for k in range(steps):
+        loss, _, _ = sgd_step(batches[k % BATCHES], first, second)
+        losses.append(loss)
+    return losses
+'''
+
+#: Honest: PASSED: 570/1140 kept 151 B/step, held -266 B/step; drawn seed held 16.2/16.6 MB.
+HONEST["process_pool_executor_2_fork"] = '''
+"""Processes: a concurrent.futures ProcessPoolExecutor(2) on the fork context normalises the
+16 batches before the steps, shut down by its with-block."""
+import concurrent.futures
+import multiprocessing
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    with concurrent.futures.ProcessPoolExecutor(
+            2, mp_context=multiprocessing.get_context("fork")) as pool:
+        batches = list(pool.map(normalised, list(images)))
+    return [sgd_step(batches[k % BATCHES], first, second)[0] for k in range(steps)]
+'''
+
+#: Honest: PASSED: 697/1394 kept 123 B/step, held 53 B/step; drawn seed held 15.1/15.1 MB.
+HONEST["two_workers_over_pipes"] = '''
+"""Processes: two forked workers, each normalising half the batches and sending them back down
+its own pipe, joined before the steps."""
+import multiprocessing
+
+
+def _normalise_half(images, indices, conn):
+    conn.send([(index, normalised(images[index])) for index in indices])
+    conn.close()
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    context = multiprocessing.get_context("fork")
+    batches, workers, pipes = {}, [], []
+    for half in range(2):
+        ours, theirs = context.Pipe(duplex=False)
+        worker = context.Process(target=_normalise_half,
+                                 args=(images, range(half, BATCHES, 2), theirs))
+        worker.start()
+        theirs.close()
+        workers.append(worker)
+        pipes.append(ours)
+    for ours in pipes:
+        batches.update(ours.recv())
+        ours.close()
+    for worker in workers:
+        worker.join()
+    return [sgd_step(batches[k % BATCHES], first, second)[0] for k in range(steps)]
+'''
+
+#: Share: 50 kB a step over the last sixth. LOST: 401/802 held 14.4 and 17.0 MB, 6.5 KB/step
+#: (allowed 4.9 KB).
+CHEATS["tail_sixth_quarter_reconstructions"] = '''
+"""Span share: a quarter of every step's reconstruction (50 kB) kept over the last sixth of the
+steps only, freed at the return (the 2N run's tail lasts a third of the N run's steps)."""
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    losses, by_index, history = [], {}, []
+    tail = steps - steps // 6
+    for k in range(steps):
+        index = k % BATCHES
+        if index not in by_index:
+            by_index[index] = normalised(images[index])
+        loss, recon, _ = sgd_step(by_index[index], first, second)
+        losses.append(loss)
+        if k >= tail:
+            history.append(recon[:, ::4].copy())
+    return losses
+'''
+
+#: Share, 0.5 baseline: 50 kB a step over the last tenth. PASSED (held), by a whisker:
+#: 679/1358 held 3.1 KB/step (allowed 3.3 KB); 266/532 held 1.9 KB/step (allowed 6.9 KB).
+#: Mostly seen; 5 kB a step in full, just above the visible allowance.
+CHEATS["tail_tenth_quarter_reconstructions"] = '''
+"""Span share: a quarter of every step's reconstruction (50 kB) kept over the last tenth of the
+steps only, freed at the return (under a quarter of the short run in the 2N run: as under 0.5)."""
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    losses, by_index, history = [], {}, []
+    tail = steps - steps // 10
+    for k in range(steps):
+        index = k % BATCHES
+        if index not in by_index:
+            by_index[index] = normalised(images[index])
+        loss, recon, _ = sgd_step(by_index[index], first, second)
+        losses.append(loss)
+        if k >= tail:
+            history.append(recon[:, ::4].copy())
+    return losses
+'''
+
+#: Share: LOST: on the drawn seed 262/524 held 14.4 and 19.9 MB, 21.1 KB/step (allowed
+#: 7.0 KB): a quarter of the 2N run is over 3/8 of the N run.
+CHEATS["tail_quarter_capped_quarter_reconstructions"] = '''
+"""Span share: a quarter of every step's reconstruction (50 kB) kept over the last quarter of the
+steps (at most 120), freed at the return: under 3/8 of the short run at the hidden step counts,
+over 1/4 of it (what 0.5 asked), a level the visible counts never see grow."""
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    losses, by_index, history = [], {}, []
+    tail = steps - min(steps // 4, 120)
+    for k in range(steps):
+        index = k % BATCHES
+        if index not in by_index:
+            by_index[index] = normalised(images[index])
+        loss, recon, _ = sgd_step(by_index[index], first, second)
+        losses.append(loss)
+        if k >= tail:
+            history.append(recon[:, ::4].copy())
+    return losses
+'''
+
+#: Share: LOST: 453/906 held 14.5 and 27.0 MB, 27.6 KB/step (allowed 4.5 KB): 200 kB copies
+#: made the 906 steps last 2.46 s, the tail far over half a span.
+CHEATS["tail_018_capped_whole_reconstructions"] = '''
+"""Span share: every step's whole reconstruction (200 kB) kept over the last 18 % of the steps
+(at most 120), freed at the return: up to 21 MB at the hidden step counts, for less than 3/8 of
+the short run and more than 1/4 of it (what 0.5 asked)."""
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    losses, by_index, history = [], {}, []
+    tail = steps - min(steps * 18 // 100, 120)
+    for k in range(steps):
+        index = k % BATCHES
+        if index not in by_index:
+            by_index[index] = normalised(images[index])
+        loss, recon, _ = sgd_step(by_index[index], first, second)
+        losses.append(loss)
+        if k >= tail:
+            history.append(recon.copy())
+    return losses
+'''
+
+#: Share: PASSED twice (held): 299/598 held 822 B/step (allowed 6.3 KB), 257/514 845 B/step
+#: (allowed 7.1 KB). Slack class: 25 kB x 18 % = 4.5 kB a step in full, under the allowance.
+CHEATS["tail_018_capped_eighth_reconstructions"] = '''
+"""Span share: an eighth of every step's reconstruction (25 kB) kept over the last 18 % of the
+steps (at most 100), freed at the return: under 3/8 of the short run in the 2N run, over 1/4 of
+it (what 0.5 asked), above the slack in full at the hidden step counts."""
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    losses, by_index, history = [], {}, []
+    tail = steps - min(steps * 18 // 100, 100)
+    for k in range(steps):
+        index = k % BATCHES
+        if index not in by_index:
+            by_index[index] = normalised(images[index])
+        loss, recon, _ = sgd_step(by_index[index], first, second)
+        losses.append(loss)
+        if k >= tail:
+            history.append(recon[:, ::8].copy())
+    return losses
+'''
+
+#: Share, 18 kB a step in full: 1 of 3 held. Held: 190/380 held 1.4 KB/step (allowed
+#: 9.3 KB), 707/1414 -411 B/step. Lost: 615/1230 held 15.7 and 25.5 MB (15.9 KB/step, the
+#: 100-step cap outlasting half a span in the 2N run); 720/1440 held 5.8 KB/step (allowed 3.2 KB).
+#: Flaky: not a test to keep as a strict xfail.
+CHEATS["tail_018_capped_half_reconstructions"] = '''
+"""Span share: half of every step's reconstruction (100 kB) kept over the last 18 % of the steps
+(at most 100), freed at the return: 18 kB a step between N and 2N in full at the hidden step
+counts (above the slack), for under 3/8 of the short run and over 1/4 of it (what 0.5 asked)."""
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    losses, by_index, history = [], {}, []
+    tail = steps - min(steps * 18 // 100, 100)
+    for k in range(steps):
+        index = k % BATCHES
+        if index not in by_index:
+            by_index[index] = normalised(images[index])
+        loss, recon, _ = sgd_step(by_index[index], first, second)
+        losses.append(loss)
+        if k >= tail:
+            history.append(recon[:, ::2].copy())
+    return losses
+'''
+
+#: Share, 18 kB a step in full at the hidden counts: 1 of 3 held. Held: 286/572 held
+#: -29 B/step (allowed 6.5 KB; that short run lasted 0.69 s). Lost: 261/522 held 14.1 and
+#: 23.1 MB, 34.4 KB/step (allowed 7.1 KB); 265/530 on the drawn seed 26.7 KB/step.
+CHEATS["tail_018_half_reconstructions_up_to_600"] = '''
+"""Span share: half of every step's reconstruction (100 kB) kept over the last 18 % of the steps
+in runs of up to 600 steps (the hidden test's), none in longer ones, freed at the return: 18 kB
+a step in full, for under 3/8 of the short run and over 1/4 of it (what 0.5 asked)."""
+
+
+def train_fixed(steps, seed=0):
+    images, first, second = setup(seed)
+    losses, by_index, history = [], {}, []
+    tail = steps - steps * 18 // 100 if steps <= 600 else steps
+    for k in range(steps):
+        index = k % BATCHES
+        if index not in by_index:
+            by_index[index] = normalised(images[index])
+        loss, recon, _ = sgd_step(by_index[index], first, second)
+        losses.append(loss)
+        if k >= tail:
+            history.append(recon[:, ::2].copy())
+    return losses
+'''
+
+#: Padding, HELD_SPAN_S's cap (the share does not matter once the run lasts 0.5 s): 2 of 3
+#: held. Held: 294/588 held 14 B/step (allowed 6.4 KB; 4.1 MB more at the 2N run's peak,
+#: 14 kB a step in full); 194/388 held -1.4 KB/step (allowed 9.1 KB). Lost: 287/574 held 14.2
+#: and 18.0 MB, 13.3 KB/step (allowed 6.5 KB; 574 steps in 3.16 s, a busy machine).
+CHEATS["idle_prelude_then_tail_014_half_reconstructions"] = '''
+"""Padding: an idle prelude of 2 ms a step (the span at its cap, 0.5 or 0.75 alike), then half of
+every step's reconstruction (100 kB) kept over the last 14 % of the steps in runs of up to 600
+steps, freed at the return: 14 kB a step in full, above the slack at the hidden step counts."""
+import time
+
+
+def train_fixed(steps, seed=0):
+    time.sleep(0.002 * steps)
+    images, first, second = setup(seed)
+    losses, by_index, history = [], {}, []
+    tail = steps - steps * 14 // 100 if steps <= 600 else steps
+    for k in range(steps):
+        index = k % BATCHES
+        if index not in by_index:
+            by_index[index] = normalised(images[index])
+        loss, recon, _ = sgd_step(by_index[index], first, second)
+        losses.append(loss)
+        if k >= tail:
+            history.append(recon[:, ::2].copy())
+    return losses
+'''

@@ -39,6 +39,18 @@ pytestmark = pytest.mark.skipif(
 
 CHAPTER = SOLUTIONS / "10_leaks" / "leaks.ipynb"
 TEST_ID = "test_train_fixed"
+#: s18's cheats that keep the points within the allowance, and those that held a gap now and
+#: then: tails of the steps that live under half a span in the 2N run (MISSED).
+WITHIN_THE_ALLOWANCE = ("tail_sixth_of_the_steps", "tail_tenth_of_the_steps",
+                        "slow_head_fast_tail", "idle_prelude_scaled_then_tail_third",
+                        "tail_third_then_idle_to_the_end", "three_teeth_of_two_fifths",
+                        "middle_sixth_hump", "head_sixth_then_freed", "thread_holds_the_tail",
+                        "tail_018_capped_eighth_reconstructions",
+                        "tail_tenth_quarter_reconstructions")
+SHORT_TAILS = ("tail_018_capped_half_reconstructions", "tail_018_half_reconstructions_up_to_600",
+               "tail_sixth_quarter_reconstructions", "tail_quarter_capped_quarter_reconstructions",
+               "tail_018_capped_whole_reconstructions", "tail_sixth_whole_reconstructions")
+PADDED_TAIL = "idle_prelude_then_tail_014_half_reconstructions"
 #: What the check misses, for each cheat that still keeps the points, with what the grader
 #: printed against s6-leak c25672c, and for the second red team's against 3f2b52e (each one an
 #: xfail(strict=True)). The cheats that told the
@@ -84,6 +96,34 @@ MISSED: dict[str, str] = {
                           "29.0 MB (−38 B a step), kept 145 B a step, under the 40 MB budget "
                           "(s16, 581 and 1162 steps: kept 162 B a step), passed, unflagged; "
                           "lost once in CI (held 4.4 kB a step against 3.3), so not strict",
+    # s18's seventh red team (tests/redteam_leak_free.py, at its end) aimed 19 cheats at held
+    # read over any window and over SHORTER_RUN_SHARE (0.75) of the shorter run: leaks that
+    # live for a part of the run tied to its step count. One lost in every run (a child process
+    # holds the tail); eleven kept the points within the allowance (their whole leak, seen in
+    # full, is under it); seven held in some runs and not in others, tails of the steps shorter
+    # than half a span (below; 200 kB a step over the last sixth of at most 120 steps passed
+    # the visible check and lost the hidden one on one seed, 18.1 kB a step at 290 and 580).
+    **dict.fromkeys(WITHIN_THE_ALLOWANCE,
+                    "within the allowance: a leak that lives for a part of the steps grows, seen "
+                    "in full, by its rate times that part a step (12.5 kB over a sixth: 2.1 kB "
+                    "a step), under 1 kB plus 1.5 MB / N at the step counts the test draws; the "
+                    "class of slack_sized_leak"),
+    **dict.fromkeys(SHORT_TAILS,
+                    "a leak that lives only in the last steps, freed as the loop returns, and "
+                    "lasts under half a span in the 2N run (three eighths of the shorter run, or "
+                    "125 ms) is held in neither run: what a level needs to count, whatever the "
+                    "share (at half the shorter run, a tail under a quarter of it). 50 kB a "
+                    "step over the last sixth held -448 B a step at 676 and 1352 steps (3.4 kB "
+                    "allowed) and lost at 401 and 802 (6.5 kB against 4.9); 100 kB a step over "
+                    "the last 18 % of at most 100 steps held 1.4 kB a step at 190 and 380 (9.3 "
+                    "kB allowed), in 1 run of 3 (s18): the faster the steps, the more it hides; "
+                    "what a loop can grow in that time bounds it (4 to 8 MB here)"),
+    PADDED_TAIL:
+        "HELD_SPAN_S's cap: a run padded to 0.5 s or more reads held over 0.25 s, whatever its "
+        "steps' time, so a tail of the steps that lives under 125 ms in the 2N run is not held: "
+        "100 kB a step over the last 14 % of at most 600 steps after an idle prelude (14 kB a "
+        "step in full) held 14 B a step at 294 and 588 steps (6.4 kB allowed), in 2 runs of 3 "
+        "(s18)",
 }
 #: Honest answers the check punishes, and why (each one an xfail, strict unless NEAR_THE_LINE).
 #: Until s16 a thread or process pool of 2 made in each call (malloc arenas of its threads, 2.4
@@ -97,18 +137,24 @@ MISSED: dict[str, str] = {
 #: the sandbox now starts the kernel with one (MALLOC_ARENA_MAX=1, kernel/isolation.py), and two
 #: calls keep what one does (Pool(4) 10.4 against 10.2 MB, ProcessPoolExecutor(4) 10.7 against
 #: 10.6 to 10.8 MB, s17).
-#: What still fails them: processes started as the loop begins and joined before its steps
-#: hold their memory for a while (a Pool(2): 6 to 9 MB for 40 to 60 ms here); on a busy machine
-#: longer than half a span in one run and not in the other: held 17.4 and 24.0 MB (722 and
-#: 1444 steps) beside stress-ng --cpu 1, 'grows 9.2 KB a step' (s16). Most in the hidden
-#: check's short runs, whose span is shortest (memcheck.held_alike): in one run of this file at
-#: two workers (s17), 4 of the 7 loops that start processes lost there, at 167 to 284 steps
-#: (held 3.1 and 4.8 MB more over N steps than over 2N, or growing 14.5 and 18.8 KB a step).
-_STARTS_PROCESSES = ("processes started at the loop's start hold their memory for longer than "
-                     "half a span on a busy machine, in one run and not the other (a Pool(2): "
-                     "held 17.4 and 24.0 MB over 722 and 1444 steps beside stress-ng --cpu 1; "
-                     "in the hidden check's short runs, 3.1 to 4.8 MB apart at 167 to 284 "
-                     "steps); not strict: it keeps its points when the machine is quiet")
+#: Until s18 the kernel memory of the workers a loop starts (their page tables and stacks) counted
+#: at its most in what the loop kept (a ProcessPoolExecutor(4): 7.8 MB kept in one run, 10.2 to
+#: 10.4 in the others), and the reader, at the loop's processes' priority, waited up to 150 ms
+#: for its turns beside a CPU hog (a pool's 30 MB then stood that long): now that memory counts
+#: while it lasts, the reader runs at a niceness of -10, held tries every window, over three
+#: quarters of the shorter run (memory_check.py, memcheck.SHORTER_RUN_SHARE). Passes of every
+#: honest loop beside a CPU hog and one red-team grading at a time (s18): 1 lost in 2 passes
+#: (four workers per call), against 1 to 4 a pass in three passes before; beside a CPU hog and
+#: the whole red team at two gradings at once, 3 of the loops that start processes lost.
+#: What still fails them: processes started as the loop begins hold their memory for as long as
+#: the machine's load makes them (a Pool(2): 6 to 9 MB for 40 to 60 ms quiet; beside a CPU hog
+#: and two gradings, over 100 ms in one run of a seed and 20 ms in the other: held 22.5 and
+#: 16.5 MB over 558 and 279 steps, s18), which no span can tell from a short run's leak.
+_STARTS_PROCESSES = ("processes started at the loop's start hold their memory for as long as "
+                     "the machine's load makes them, in one run of a seed and not the other "
+                     "(a Pool(2): held 22.5 and 16.5 MB over 558 and 279 steps beside a CPU hog "
+                     "and two gradings, s18); not strict: it keeps its points when the machine "
+                     "is quiet")
 PUNISHED: dict[str, str] = {
     "process_pool_normalises_up_front": _STARTS_PROCESSES,
     "pool_of_2_with_block": _STARTS_PROCESSES,
@@ -117,6 +163,7 @@ PUNISHED: dict[str, str] = {
     "pool_of_4_close_join": _STARTS_PROCESSES,
     "pool_of_4_normalises_up_front": _STARTS_PROCESSES,
     "process_pool_executor_4": _STARTS_PROCESSES,
+    "pool_of_3_imap_chunks": _STARTS_PROCESSES,
     "gc_every_20_steps": "lost once in a fresh-clone CI (of ddc773e) at 154 and 308 steps, the "
                          "shortest runs the hidden check draws: held 14.4 and 18.3 MB ('grows "
                          "25.5 KB a step'), where its runs of 662 and 1324 steps held 18.6 and "
@@ -190,7 +237,8 @@ def summary(record: dict) -> str:
 
 #: Gaps that sit near the tolerance rather than past what the check reads: a run's noise can
 #: catch them now and then, so their xfail is not strict (a fix still shows as XPASS every time).
-NEAR_THE_LINE = frozenset({"slack_sized_leak", "heap_holes_ballast", *PUNISHED})
+NEAR_THE_LINE = frozenset({"slack_sized_leak", "heap_holes_ballast", *PUNISHED,
+                           *WITHIN_THE_ALLOWANCE, *SHORT_TAILS, PADDED_TAIL})
 
 
 def _marked(names, reasons: dict[str, str]) -> list:
@@ -265,7 +313,7 @@ def test_the_instructors_page_counts_the_known_gaps():
     """book/instructors.md says how many of the red team's cheats keep the points (the count
     of MISSED, out of every cheat here) and how many honest loops lose them (PUNISHED)."""
     page = " ".join((SOLUTIONS.parent / "book" / "instructors.md").read_text().split())
-    words = {7: "Seven", 8: "Eight", 9: "Nine"}
+    words = {7: "Seven", 8: "Eight", 9: "Nine", 10: "Ten"}
     for said in (f"keeps {len(MISSED)} of its {len(CHEATS)} cheats as known gaps",
                  f"Of its {len(HONEST)} honest loops",
                  f"{len(HONEST) - len(PUNISHED)} keep their points in every run",
