@@ -26,7 +26,9 @@ the test prints). Here the grade rests on what the loop keeps, as a function of 
   reads). The child runs the loop, collects, trims, and waits; the grader reads the group again
   (**kept**), and only then is the child let go and its losses sent back. While the child ran, a
   thread here read the group at random times (exponential gaps, the socket queues no group is
-  charged for as read at most :data:`SOCKETS_AGE_S` before); the highest level they stayed at
+  charged for as read at most :data:`SOCKETS_AGE_S` before; the thread at a niceness of
+  :data:`READER_NICENESS` where the grader may set one, so that the loop's processes do not
+  keep it from its turns, :func:`favour_thread`); the highest level they stayed at
   (``tinyprof.memcheck.held_level``) is **held**, and a run read fewer than
   ``tinyprof.memcheck.MIN_READINGS`` times (a machine too busy to give the reader its turns)
   is run again. Memory that existed before the call stays
