@@ -49,7 +49,8 @@ WITHIN_THE_ALLOWANCE = ("tail_sixth_of_the_steps", "tail_tenth_of_the_steps",
                         "tail_tenth_quarter_reconstructions")
 SHORT_TAILS = ("tail_018_capped_half_reconstructions", "tail_018_half_reconstructions_up_to_600",
                "tail_sixth_quarter_reconstructions", "tail_quarter_capped_quarter_reconstructions",
-               "tail_018_capped_whole_reconstructions", "tail_sixth_whole_reconstructions")
+               "tail_018_capped_whole_reconstructions", "tail_sixth_whole_reconstructions",
+               "child_process_holds_the_tail")
 PADDED_TAIL = "idle_prelude_then_tail_014_half_reconstructions"
 #: What the check misses, for each cheat that still keeps the points, with what the grader
 #: printed against s6-leak c25672c, and for the second red team's against 3f2b52e (each one an
@@ -98,11 +99,12 @@ MISSED: dict[str, str] = {
                           "lost once in CI (held 4.4 kB a step against 3.3), so not strict",
     # s18's seventh red team (tests/redteam_leak_free.py, at its end) aimed 19 cheats at held
     # read over any window and over SHORTER_RUN_SHARE (0.75) of the shorter run: leaks that
-    # live for a part of the run tied to its step count. One lost in every run (a child process
-    # holds the tail); eleven kept the points within the allowance (their whole leak, seen in
-    # full, is under it); seven held in some runs and not in others, tails of the steps shorter
-    # than half a span (below; 200 kB a step over the last sixth of at most 120 steps passed
-    # the visible check and lost the hidden one on one seed, 18.1 kB a step at 290 and 580).
+    # live for a part of the run tied to its step count. Eleven kept the points within the
+    # allowance (their whole leak, seen in full, is under it); eight held in some runs and not
+    # in others, tails of the steps shorter than half a span (below; 200 kB a step over the
+    # last sixth of at most 120 steps passed the visible check and lost the hidden one on one
+    # seed, 18.1 kB a step at 290 and 580; a tail held by a child process lost at 767 and 1534
+    # steps, 10.4 kB a step against 3.1, and held -82 B a step at 451 and 902 in a CI run).
     **dict.fromkeys(WITHIN_THE_ALLOWANCE,
                     "within the allowance: a leak that lives for a part of the steps grows, seen "
                     "in full, by its rate times that part a step (12.5 kB over a sixth: 2.1 kB "
