@@ -50,18 +50,35 @@ def grade_cli(submissions: Path, out: Path, timeout: int = 900) -> tuple[list[di
         return list(csv.DictReader(handle)), run.stdout
 
 
+def execute_apart(notebook, folder: Path, timeout: int = 600) -> None:
+    """Execute ``notebook`` (a NotebookNode, changed in place) in a real kernel whose working
+    folder is a private copy of ``folder``, removed afterwards. pytest-xdist runs nbval's
+    execution of a solution beside the claims tests' execution of the same one: in the chapter's
+    own folder, the two kernels would write, read and remove the same files (chapter 10's memray
+    capture, chapter 09's traces) under each other."""
+    import shutil
+    import tempfile
+
+    from nbclient import NotebookClient
+
+    with tempfile.TemporaryDirectory(prefix=f"{folder.name}-") as scratch:
+        copy = Path(scratch) / folder.name
+        shutil.copytree(folder, copy, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+        NotebookClient(notebook, timeout=timeout, kernel_name="python3",
+                       resources={"metadata": {"path": str(copy)}}).execute()
+
+
 def probed_values(notebook_path: Path, probe: str) -> dict:
-    """Execute an instructor notebook in a real kernel with ``probe`` appended, a cell that
-    prints "PROBE" and then the values the chapter's sentences are about as JSON; those values."""
+    """Execute an instructor notebook in a real kernel (in a copy of its folder, see
+    :func:`execute_apart`) with ``probe`` appended, a cell that prints "PROBE" and then the
+    values the chapter's sentences are about as JSON; those values."""
     import json
 
     import nbformat
-    from nbclient import NotebookClient
 
     notebook = nbformat.read(notebook_path, as_version=4)
     notebook.cells.append(nbformat.v4.new_code_cell(probe))
-    NotebookClient(notebook, timeout=600, kernel_name="python3",
-                   resources={"metadata": {"path": str(notebook_path.parent)}}).execute()
+    execute_apart(notebook, notebook_path.parent)
     printed = "".join(o["text"] for o in notebook.cells[-1].get("outputs", [])
                       if o.get("output_type") == "stream")
     return json.loads(printed[printed.index("PROBE") + 5:])

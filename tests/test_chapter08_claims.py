@@ -27,8 +27,7 @@ import re
 import nbformat
 import numpy as np
 import pytest
-from chapters import SOLUTIONS
-from nbclient import NotebookClient
+from chapters import SOLUTIONS, execute_apart
 
 from tinyprof.faster import analysis, pipeline
 from tinyprof.timing import LatencyStats
@@ -88,8 +87,7 @@ def _text(cell) -> str:
 def run() -> tuple[list[str], dict]:
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     notebook.cells.append(nbformat.v4.new_code_cell(PROBE))
-    NotebookClient(notebook, timeout=600, kernel_name="python3",
-                   resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
+    execute_apart(notebook, NOTEBOOK.parent)
     texts = [_text(cell) for cell in notebook.cells if cell.cell_type == "code"]
     probe = texts[-1]
     return texts[:-1], json.loads(probe[probe.index("PROBE") + 5:])
