@@ -166,6 +166,20 @@ PUNISHED: dict[str, str] = {
     "pool_of_4_normalises_up_front": _STARTS_PROCESSES,
     "process_pool_executor_4": _STARTS_PROCESSES,
     "pool_of_3_imap_chunks": _STARTS_PROCESSES,
+    # s19: two more that start processes, and a thread, lost on a loaded machine (the fresh-clone
+    # CI of 3f7b06d ran beside two other processes for a while; then stress-ng --cpu 2).
+    "process_pool_executor_2_fork":
+        _STARTS_PROCESSES + "; beside stress-ng --cpu 2 (s19): 2.5 MB more held after 175 steps "
+        "than after 350, on the hidden check's drawn seed",
+    "two_workers_over_pipes":
+        _STARTS_PROCESSES + "; in a fresh-clone CI beside two other processes (s19): held 20.3 "
+        "KB a step at 183 and 366 steps, on the hidden check's drawn seed",
+    "losses_to_a_logger_thread_over_a_duplex_pipe":
+        "a thread and a socket pair made as the loop begins: in a fresh-clone CI beside two other "
+        "processes (s19), held 23.1 KB a step at 284 and 568 steps on the hidden check's drawn "
+        "seed (kept its points on the seed people type, 890 B a step at 640 and 1280); the "
+        "shortest runs the hidden check draws last 0.1 to 0.2 s, and a loaded machine stretches "
+        "what the loop starts with over more of one run than of the other; not strict",
     "gc_every_20_steps": "lost once in a fresh-clone CI (of ddc773e) at 154 and 308 steps, the "
                          "shortest runs the hidden check draws: held 14.4 and 18.3 MB ('grows "
                          "25.5 KB a step'), where its runs of 662 and 1324 steps held 18.6 and "
@@ -315,7 +329,7 @@ def test_the_instructors_page_counts_the_known_gaps():
     """book/instructors.md says how many of the red team's cheats keep the points (the count
     of MISSED, out of every cheat here) and how many honest loops lose them (PUNISHED)."""
     page = " ".join((SOLUTIONS.parent / "book" / "instructors.md").read_text().split())
-    words = {7: "Seven", 8: "Eight", 9: "Nine", 10: "Ten"}
+    words = {7: "Seven", 8: "Eight", 9: "Nine", 10: "Ten", 11: "Eleven", 12: "Twelve"}
     for said in (f"keeps {len(MISSED)} of its {len(CHEATS)} cheats as known gaps",
                  f"Of its {len(HONEST)} honest loops",
                  f"{len(HONEST) - len(PUNISHED)} keep their points in every run",
